@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Parse package-manager answers about which packages a host's repositories can install.
+
+Roles use this in preflight so that a package name built from user input (for example a Python
+version) is rejected with the variable's name before anything is installed.
+"""
+
+from __future__ import annotations
+
+import re
+
+_APT_HEADER = re.compile(r"^(?P<name>[A-Za-z0-9.+:~_-]+):$")
+_APT_FIELD = re.compile(r"^\s+(?P<key>Installed|Candidate):\s*(?P<value>\S+)\s*$")
+
+
+def parse_apt_policy(text):
+    """Return {package: {"installed": str|None, "candidate": str|None}} from `apt-cache policy` output.
+
+    Packages apt does not know at all are absent from the result; virtual packages without a
+    provider have candidate None.
+    """
+    result = {}
+    current = None
+    for line in text.splitlines():
+        header = _APT_HEADER.match(line)
+        if header:
+            current = header.group("name").split(":")[0]
+            result[current] = {"installed": None, "candidate": None}
+            continue
+        field = _APT_FIELD.match(line)
+        if field and current is not None:
+            value = field.group("value")
+            result[current][field.group("key").lower()] = None if value == "(none)" else value
+    return result
+
+
+def parse_rpm_query(text):
+    """Return {package: version} from lines of `<name>\\t<evr>` (dnf repoquery / rpm -q --qf output)."""
+    result = {}
+    for line in text.splitlines():
+        parts = line.strip().split("\t")
+        if len(parts) == 2 and parts[0] and parts[1]:
+            result.setdefault(parts[0], parts[1])
+    return result
+
+
+def summarize(requested, candidates, installed):
+    """Combine candidate and installed maps into the module's per-package answer."""
+    packages = {}
+    for name in requested:
+        candidate = candidates.get(name)
+        have = installed.get(name)
+        packages[name] = {
+            "available": bool(candidate or have),
+            "candidate": candidate,
+            "installed": have,
+        }
+    missing = [name for name in requested if not packages[name]["available"]]
+    return packages, missing

@@ -1,0 +1,122 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: package_candidates
+short_description: Report which packages the host's repositories can install
+version_added: 0.1.0
+description:
+  - Asks the host's package manager (apt on Debian/Ubuntu, dnf on RHEL-family and Amazon Linux)
+    whether each named package is installed or installable, without changing anything.
+  - Roles call it in preflight so a package name derived from user input (for example
+    C(python3.99-dev)) fails with a clear message before any package is installed.
+options:
+  names:
+    description: Package names to look up.
+    type: list
+    elements: str
+    required: true
+  manager:
+    description:
+      - Package manager to ask. V(auto) picks apt when C(apt-cache) exists, else dnf.
+    type: str
+    choices: [auto, apt, dnf]
+    default: auto
+author:
+  - arm_inference.vllm contributors
+notes:
+  - Read-only; supports check mode. The apt answer is only as fresh as the host's package index,
+    so refresh the index first on fresh hosts.
+"""
+
+EXAMPLES = r"""
+- name: Check that the requested Python headers exist in the repositories
+  arm_inference.vllm.package_candidates:
+    names: [python3.12-dev, python3.12-venv]
+  register: __candidates
+
+- name: Fail when one is missing
+  ansible.builtin.assert:
+    that: __candidates.missing | length == 0
+    fail_msg: "Not installable here: {{ __candidates.missing | join(', ') }}"
+"""
+
+RETURN = r"""
+packages:
+  description: Per package, whether it is available and which versions apt/dnf report.
+  returned: always
+  type: dict
+  sample: {"python3.11-dev": {"available": true, "candidate": "3.11.2-6", "installed": null}}
+missing:
+  description: Names that are neither installed nor installable.
+  returned: always
+  type: list
+  elements: str
+  sample: ["python3.99-dev"]
+manager:
+  description: The package manager that was asked.
+  returned: always
+  type: str
+  sample: apt
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.arm_inference.vllm.plugins.module_utils.package_candidates import (
+    parse_apt_policy,
+    parse_rpm_query,
+    summarize,
+)
+
+
+def _query_apt(module, names):
+    apt_cache = module.get_bin_path("apt-cache", required=True)
+    rc, out, err = module.run_command([apt_cache, "policy"] + names, environ_update={"LANG": "C", "LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="apt-cache policy failed: %s" % err.strip(), rc=rc)
+    policy = parse_apt_policy(out)
+    candidates = {name: info["candidate"] for name, info in policy.items()}
+    installed = {name: info["installed"] for name, info in policy.items()}
+    return candidates, installed
+
+
+def _query_dnf(module, names):
+    dnf = module.get_bin_path("dnf", required=True)
+    rpm = module.get_bin_path("rpm", required=True)
+    fmt = "%{name}\t%{evr}\n"
+    rc, out, err = module.run_command([dnf, "-q", "repoquery", "--latest-limit=1", "--queryformat", fmt] + names)
+    if rc != 0:
+        module.fail_json(msg="dnf repoquery failed: %s" % err.strip(), rc=rc)
+    candidates = parse_rpm_query(out)
+    # rpm -q exits non-zero when any name is not installed; its stdout still lists the installed ones.
+    dummy_rc, out, dummy_err = module.run_command([rpm, "-q", "--queryformat", fmt] + names)
+    installed = parse_rpm_query("\n".join(line for line in out.splitlines() if "\t" in line))
+    return candidates, installed
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            names=dict(type="list", elements="str", required=True),
+            manager=dict(type="str", default="auto", choices=["auto", "apt", "dnf"]),
+        ),
+        supports_check_mode=True,
+    )
+    names = [name for name in module.params["names"] if name]
+    manager = module.params["manager"]
+    if manager == "auto":
+        manager = "apt" if module.get_bin_path("apt-cache") else "dnf"
+    if not names:
+        module.exit_json(changed=False, packages={}, missing=[], manager=manager)
+    query = _query_apt if manager == "apt" else _query_dnf
+    candidates, installed = query(module, names)
+    packages, missing = summarize(names, candidates, installed)
+    module.exit_json(changed=False, packages=packages, missing=missing, manager=manager)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Test harness for arm_inference.vllm: prepare a Debian machine and build local systemd images.
+
+Our CI and development machines are Debian 12 x86_64 without a Docker engine and without access to
+container registries, so every test image is built here from Debian packages with debootstrap and
+imported into rootful podman. aarch64 images run through qemu-user-static binfmt emulation.
+
+Subcommands (all idempotent):
+  setup-host     apt packages, qemu-aarch64 binfmt, podman runtime/ulimit settings for this kernel
+  venv           .venv with the pinned toolchain from requirements-dev.txt
+  link           expose the checkout as ansible_collections/arm_inference/vllm under .cache/
+  images [NAME]  build the named images (default: all) when missing or when their recipe changed
+  list-images    print the image recipes and the tag each one gets
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CACHE_DIR = REPO_ROOT / ".cache"
+VENV_DIR = REPO_ROOT / ".venv"
+RECIPE_LABEL = "org.arm-inference.recipe"
+IMAGE_PREFIX = "localhost/arm-inference"
+
+APT_PACKAGES = [
+    "podman",
+    "runc",
+    "qemu-user-static",
+    "binfmt-support",
+    "debootstrap",
+    "debian-archive-keyring",
+    "python3",
+    "python3-venv",
+    "python3-pip",
+    "git",
+    "make",
+    "curl",
+    "ca-certificates",
+]
+
+# Podman settings this kernel needs (see README "Test machine requirements"): crun refuses the
+# cgroup v1 hybrid layout, and without CAP_SYS_RESOURCE podman's default rlimits cannot be applied.
+CONTAINERS_CONF = Path("/etc/containers/containers.conf.d/50-arm-inference-harness.conf")
+CONTAINERS_CONF_TEXT = """\
+# Written by arm_inference.vllm tests/harness/harness.py setup-host.
+[containers]
+default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]
+
+[engine]
+runtime = "runc"
+"""
+
+_SYSTEMD_PACKAGES = ["python3", "systemd", "systemd-sysv", "dbus", "sudo"]
+
+# Each recipe is hashed into the image label; change a recipe (or BUILDER_VERSION when the build
+# steps below change) and the next run rebuilds that image.
+BUILDER_VERSION = 1
+IMAGES = {
+    "debian12-arm64": {"suite": "bookworm", "arch": "arm64", "include": _SYSTEMD_PACKAGES},
+    "debian13-arm64": {"suite": "trixie", "arch": "arm64", "include": _SYSTEMD_PACKAGES},
+    "debian12-amd64": {"suite": "bookworm", "arch": "amd64", "include": _SYSTEMD_PACKAGES},
+}
+
+
+def log(message):
+    print("[harness] %s" % message, flush=True)
+
+
+def run(cmd, **kwargs):
+    log("$ " + " ".join(str(part) for part in cmd))
+    return subprocess.run([str(part) for part in cmd], check=True, **kwargs)
+
+
+def require_root():
+    if os.geteuid() != 0:
+        sys.exit("harness: this step changes the machine (apt, binfmt, rootful podman); run it as root or with sudo")
+
+
+def native_arch():
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+
+
+def host_codename():
+    for line in Path("/etc/os-release").read_text().splitlines():
+        if line.startswith("VERSION_CODENAME="):
+            return line.split("=", 1)[1].strip('"')
+    return ""
+
+
+def debian_mirror():
+    """The Debian mirror this machine's own apt sources use (never a hard-coded one)."""
+    override = os.environ.get("HARNESS_DEBIAN_MIRROR")
+    if override:
+        return override
+    codename = host_codename()
+    sources = [Path("/etc/apt/sources.list")] + sorted(Path("/etc/apt/sources.list.d").glob("*"))
+    for source in sources:
+        if not source.is_file():
+            continue
+        mirror = mirror_from_sources(source.read_text(), codename)
+        if mirror:
+            return mirror
+    sys.exit("harness: no Debian mirror for suite %r found in /etc/apt/sources*; set HARNESS_DEBIAN_MIRROR" % codename)
+
+
+def mirror_from_sources(text, codename):
+    """Find the URI serving `codename` (not -security/-updates) in one-line or deb822 apt sources."""
+    for line in text.splitlines():
+        match = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)\s", line.strip() + " ")
+        if match and match.group(2) == codename:
+            return match.group(1)
+    for stanza in re.split(r"\n\s*\n", text):
+        fields = {}
+        for line in stanza.splitlines():
+            if ":" in line and not line.startswith("#"):
+                key, value = line.split(":", 1)
+                fields[key.strip().lower()] = value.split()
+        if codename in fields.get("suites", []) and "deb" in fields.get("types", []) and fields.get("uris"):
+            return fields["uris"][0]
+    return None
+
+
+def setup_host(_args):
+    require_root()
+    missing = [pkg for pkg in APT_PACKAGES if subprocess.run(["dpkg", "-s", pkg], capture_output=True).returncode != 0]
+    if missing:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        run(["apt-get", "update", "-qq"], env=env)
+        run(["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing, env=env)
+    else:
+        log("apt packages already installed")
+    binfmt = Path("/proc/sys/fs/binfmt_misc")
+    if not (binfmt / "register").exists():
+        run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(binfmt)])
+    if not (binfmt / "qemu-aarch64").exists() or "enabled" not in (binfmt / "qemu-aarch64").read_text():
+        run(["update-binfmts", "--enable", "qemu-aarch64"])
+    flags = [line for line in (binfmt / "qemu-aarch64").read_text().splitlines() if line.startswith("flags:")]
+    if not flags or "F" not in flags[0]:
+        sys.exit("harness: qemu-aarch64 binfmt entry lacks the F (fix-binary) flag; aarch64 containers cannot run")
+    if not CONTAINERS_CONF.exists() or CONTAINERS_CONF.read_text() != CONTAINERS_CONF_TEXT:
+        CONTAINERS_CONF.parent.mkdir(parents=True, exist_ok=True)
+        CONTAINERS_CONF.write_text(CONTAINERS_CONF_TEXT)
+        log("wrote %s" % CONTAINERS_CONF)
+    runtime = subprocess.run(
+        ["podman", "info", "--format", "{{.Host.OCIRuntime.Name}}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if runtime != "runc":
+        sys.exit("harness: podman uses %r; this machine needs runc (see %s)" % (runtime, CONTAINERS_CONF))
+    log("host ready: podman runtime runc, qemu-aarch64 binfmt enabled")
+
+
+def setup_venv(_args):
+    requirements = REPO_ROOT / "requirements-dev.txt"
+    stamp = VENV_DIR / ".requirements.sha256"
+    digest = hashlib.sha256(requirements.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        log(".venv is current")
+        return
+    if not (VENV_DIR / "bin" / "python").exists():
+        run([sys.executable, "-m", "venv", VENV_DIR])
+    run([VENV_DIR / "bin" / "pip", "install", "-q", "-r", requirements])
+    stamp.write_text(digest)
+
+
+def link_collection(_args):
+    namespace = CACHE_DIR / "collections" / "ansible_collections" / "arm_inference"
+    namespace.mkdir(parents=True, exist_ok=True)
+    link = namespace / "vllm"
+    if link.is_symlink() and link.resolve() == REPO_ROOT:
+        return
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(REPO_ROOT)
+    log("linked %s -> %s" % (link, REPO_ROOT))
+
+
+def image_tag(name):
+    return "%s/%s:latest" % (IMAGE_PREFIX, name)
+
+
+def recipe_digest(name):
+    recipe = dict(IMAGES[name], builder=BUILDER_VERSION)
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def current_digest(name):
+    result = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{index .Config.Labels \"%s\"}}" % RECIPE_LABEL, image_tag(name)],
+        capture_output=True,
+        text=True,
+    )
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def build_image(name, mirror):
+    recipe = IMAGES[name]
+    digest = recipe_digest(name)
+    if current_digest(name) == digest:
+        log("%s is current (recipe %s)" % (image_tag(name), digest))
+        return name, 0.0
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="arm-inference-%s-" % name, dir="/var/tmp"))
+    rootfs = workdir / "rootfs"
+    try:
+        run(
+            [
+                "debootstrap",
+                "--arch=%s" % recipe["arch"],
+                "--variant=minbase",
+                "--include=%s" % ",".join(recipe["include"]),
+                recipe["suite"],
+                rootfs,
+                mirror,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        # A container gets its identity at first boot; an empty machine-id lets systemd create one.
+        (rootfs / "etc" / "machine-id").write_text("")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        run(
+            [
+                "podman",
+                "import",
+                "--arch",
+                recipe["arch"],
+                "--change",
+                'CMD ["/lib/systemd/systemd"]',
+                "--change",
+                "LABEL %s=%s" % (RECIPE_LABEL, digest),
+                "-",
+                image_tag(name),
+            ],
+            stdin=tar.stdout,
+            stdout=subprocess.DEVNULL,
+        )
+        if tar.wait() != 0:
+            raise subprocess.CalledProcessError(tar.returncode, "tar")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    elapsed = time.monotonic() - started
+    log("built %s in %.0f s" % (image_tag(name), elapsed))
+    return name, elapsed
+
+
+def build_images(args):
+    require_root()
+    names = args.names or list(IMAGES)
+    unknown = [name for name in names if name not in IMAGES]
+    if unknown:
+        sys.exit("harness: unknown image(s) %s; known: %s" % (", ".join(unknown), ", ".join(IMAGES)))
+    mirror = debian_mirror()
+    # Two at a time: debootstrap is part download, part (emulated) dpkg work, and we have 2 cores.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda name: build_image(name, mirror), names))
+    for name, elapsed in results:
+        log("image %-16s %s" % (name, "built in %.0f s" % elapsed if elapsed else "cached"))
+
+
+def list_images(_args):
+    for name, recipe in IMAGES.items():
+        print("%-16s %-40s %s" % (name, image_tag(name), json.dumps(recipe)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("setup-host").set_defaults(func=setup_host)
+    commands.add_parser("venv").set_defaults(func=setup_venv)
+    commands.add_parser("link").set_defaults(func=link_collection)
+    images = commands.add_parser("images")
+    images.add_argument("names", nargs="*")
+    images.set_defaults(func=build_images)
+    commands.add_parser("list-images").set_defaults(func=list_images)
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

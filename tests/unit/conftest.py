@@ -1,0 +1,25 @@
+"""Make the repository importable as ansible_collections.arm_inference.vllm for unit tests.
+
+The checkout is not laid out under ansible_collections/<namespace>/<name>, so a link to it is
+placed in a temporary tree that is put first on sys.path.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _link_collection():
+    root = Path(tempfile.mkdtemp(prefix="arm_inference_collections_"))
+    namespace = root / "ansible_collections" / "arm_inference"
+    namespace.mkdir(parents=True)
+    os.symlink(REPO_ROOT, namespace / "vllm")
+    sys.path.insert(0, str(root))
+
+
+_link_collection()
