@@ -28,7 +28,7 @@ options:
     choices: [auto, apt, dnf]
     default: auto
 author:
-  - arm_inference.vllm contributors
+  - Arm Inference maintainers (@arm-inference)
 notes:
   - Read-only; supports check mode. The apt answer is only as fresh as the host's package index,
     so refresh the index first on fresh hosts.

@@ -31,7 +31,7 @@ options:
     type: bool
     default: true
 author:
-  - arm_inference.vllm contributors
+  - Arm Inference maintainers (@arm-inference)
 notes:
   - Read-only; supports check mode.
 """

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Test harness for arm_inference.vllm: prepare a Debian machine and build local systemd images.
 
 Our CI and development machines are Debian 12 x86_64 without a Docker engine and without access to
@@ -66,7 +65,7 @@ _SYSTEMD_PACKAGES = ["python3", "systemd", "systemd-sysv", "dbus", "sudo"]
 
 # Each recipe is hashed into the image label; change a recipe (or BUILDER_VERSION when the build
 # steps below change) and the next run rebuilds that image.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 IMAGES = {
     "debian12-arm64": {"suite": "bookworm", "arch": "arm64", "include": _SYSTEMD_PACKAGES},
     "debian13-arm64": {"suite": "trixie", "arch": "arm64", "include": _SYSTEMD_PACKAGES},
@@ -132,23 +131,29 @@ def mirror_from_sources(text, codename):
     return None
 
 
+def ensure_binfmt():
+    """Register qemu-aarch64 (again: a container's systemd-binfmt can flush it, see build_image)."""
+    binfmt = Path("/proc/sys/fs/binfmt_misc")
+    if not (binfmt / "register").exists():
+        run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(binfmt)])
+    entry = binfmt / "qemu-aarch64"
+    if not entry.exists() or "enabled" not in entry.read_text():
+        run(["update-binfmts", "--enable", "qemu-aarch64"])
+    flags = [line for line in entry.read_text().splitlines() if line.startswith("flags:")]
+    if not flags or "F" not in flags[0]:
+        sys.exit("harness: qemu-aarch64 binfmt entry lacks the F (fix-binary) flag; aarch64 containers cannot run")
+
+
 def setup_host(_args):
     require_root()
-    missing = [pkg for pkg in APT_PACKAGES if subprocess.run(["dpkg", "-s", pkg], capture_output=True).returncode != 0]
+    missing = [pkg for pkg in APT_PACKAGES if subprocess.run(["dpkg", "-s", pkg], capture_output=True, check=False).returncode != 0]
     if missing:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         run(["apt-get", "update", "-qq"], env=env)
         run(["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing, env=env)
     else:
         log("apt packages already installed")
-    binfmt = Path("/proc/sys/fs/binfmt_misc")
-    if not (binfmt / "register").exists():
-        run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(binfmt)])
-    if not (binfmt / "qemu-aarch64").exists() or "enabled" not in (binfmt / "qemu-aarch64").read_text():
-        run(["update-binfmts", "--enable", "qemu-aarch64"])
-    flags = [line for line in (binfmt / "qemu-aarch64").read_text().splitlines() if line.startswith("flags:")]
-    if not flags or "F" not in flags[0]:
-        sys.exit("harness: qemu-aarch64 binfmt entry lacks the F (fix-binary) flag; aarch64 containers cannot run")
+    ensure_binfmt()
     if not CONTAINERS_CONF.exists() or CONTAINERS_CONF.read_text() != CONTAINERS_CONF_TEXT:
         CONTAINERS_CONF.parent.mkdir(parents=True, exist_ok=True)
         CONTAINERS_CONF.write_text(CONTAINERS_CONF_TEXT)
@@ -200,6 +205,7 @@ def current_digest(name):
         ["podman", "image", "inspect", "--format", "{{index .Config.Labels \"%s\"}}" % RECIPE_LABEL, image_tag(name)],
         capture_output=True,
         text=True,
+        check=False,
     )
     return result.stdout.strip() if result.returncode == 0 else None
 
@@ -214,20 +220,28 @@ def build_image(name, mirror):
     workdir = Path(tempfile.mkdtemp(prefix="arm-inference-%s-" % name, dir="/var/tmp"))
     rootfs = workdir / "rootfs"
     try:
-        run(
-            [
-                "debootstrap",
-                "--arch=%s" % recipe["arch"],
-                "--variant=minbase",
-                "--include=%s" % ",".join(recipe["include"]),
-                recipe["suite"],
-                rootfs,
-                mirror,
-            ],
-            stdout=subprocess.DEVNULL,
-        )
+        debootstrap_cmd = [
+            "debootstrap",
+            "--arch=%s" % recipe["arch"],
+            "--variant=minbase",
+            "--include=%s" % ",".join(recipe["include"]),
+            recipe["suite"],
+            str(rootfs),
+            mirror,
+        ]
+        log("$ " + " ".join(debootstrap_cmd))
+        if subprocess.run(debootstrap_cmd, stdout=subprocess.DEVNULL, check=False).returncode != 0:
+            log_file = rootfs / "debootstrap" / "debootstrap.log"
+            tail = log_file.read_text(errors="replace").splitlines()[-30:] if log_file.exists() else []
+            sys.exit("harness: debootstrap of %s failed; last lines of its log:\n%s" % (name, "\n".join(tail)))
         # A container gets its identity at first boot; an empty machine-id lets systemd create one.
         (rootfs / "etc" / "machine-id").write_text("")
+        # binfmt_misc is not namespaced: systemd-binfmt in a privileged container flushes the host's
+        # registrations (qemu-aarch64 included) at boot and stop, killing every emulated process.
+        mask = rootfs / "etc" / "systemd" / "system" / "systemd-binfmt.service"
+        mask.parent.mkdir(parents=True, exist_ok=True)
+        if not mask.is_symlink():
+            mask.symlink_to("/dev/null")
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         run(
             [
@@ -261,6 +275,7 @@ def build_images(args):
     if unknown:
         sys.exit("harness: unknown image(s) %s; known: %s" % (", ".join(unknown), ", ".join(IMAGES)))
     mirror = debian_mirror()
+    ensure_binfmt()
     # Two at a time: debootstrap is part download, part (emulated) dpkg work, and we have 2 cores.
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda name: build_image(name, mirror), names))
@@ -277,6 +292,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("setup-host").set_defaults(func=setup_host)
+    commands.add_parser("binfmt").set_defaults(func=lambda _args: (require_root(), ensure_binfmt()))
     commands.add_parser("venv").set_defaults(func=setup_venv)
     commands.add_parser("link").set_defaults(func=link_collection)
     images = commands.add_parser("images")

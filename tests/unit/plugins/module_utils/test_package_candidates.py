@@ -69,7 +69,7 @@ def test_summarize_reports_unknown_and_virtual_packages_missing():
 
 
 def test_rpm_query_keeps_first_line_per_name_and_ignores_noise():
-    text = "gperftools-libs\t2.9.1-3.el9\npython3.11-devel\t3.11.9-7.el9\n" "package python3.99-devel is not installed\n"
+    text = "gperftools-libs\t2.9.1-3.el9\npython3.11-devel\t3.11.9-7.el9\npackage python3.99-devel is not installed\n"
     assert parse_rpm_query(text) == {"gperftools-libs": "2.9.1-3.el9", "python3.11-devel": "3.11.9-7.el9"}
 
 

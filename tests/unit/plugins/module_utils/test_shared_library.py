@@ -65,7 +65,7 @@ def test_elf_header_machine_bits_and_type(elf_files):
 
 
 def test_real_libc_of_this_machine_matches_uname():
-    libc = [path for soname, _, path in parse_ldconfig_cache(os.popen("ldconfig -p").read()) if soname == "libc.so.6"]
+    libc = [path for soname, dummy_flags, path in parse_ldconfig_cache(os.popen("ldconfig -p").read()) if soname == "libc.so.6"]
     machine = normalize_machine(os.uname().machine)
     path, rejected = choose_library("libc.so.6", libc, machine)
     assert path is not None, rejected
