@@ -34,6 +34,7 @@ site: setup
 
 lint: setup
 	ansible-lint --profile production
+	antsibull-changelog lint
 
 sanity: setup
 	python3 tests/sanity/run_sanity.py
@@ -52,7 +53,13 @@ molecule: setup images
 	$(HARNESS) binfmt
 	for scenario in $(MOLECULE_SCENARIOS); do molecule test -s $$scenario; done
 
-test: lint sanity unit integration molecule
+# Stages in order, each timed, stopping at the first failure.
+test:
+	for stage in setup images lint sanity unit integration molecule; do \
+		start=$$(date +%s); \
+		$(MAKE) --no-print-directory $$stage; \
+		echo "[timing] $$stage: $$(( $$(date +%s) - start )) s"; \
+	done
 
 clean:
 	-podman rm -f arm-inference-local

@@ -9,6 +9,7 @@ version) is rejected with the variable's name before anything is installed.
 
 from __future__ import annotations
 
+import os
 import re
 
 _APT_HEADER = re.compile(r"^(?P<name>[A-Za-z0-9.+:~_-]+):$")
@@ -44,6 +45,20 @@ def parse_rpm_query(text):
         if len(parts) == 2 and parts[0] and parts[1]:
             result.setdefault(parts[0], parts[1])
     return result
+
+
+def apt_lists_age(lists_dir, now):
+    """Seconds since the newest package list in `lists_dir` was fetched; None when there is none."""
+    newest = None
+    try:
+        entries = os.listdir(lists_dir)
+    except OSError:
+        return None
+    for entry in entries:
+        if "_Packages" in entry or entry.endswith("Release"):
+            mtime = os.stat(os.path.join(lists_dir, entry)).st_mtime
+            newest = mtime if newest is None else max(newest, mtime)
+    return None if newest is None else max(0.0, now - newest)
 
 
 def summarize(requested, candidates, installed):

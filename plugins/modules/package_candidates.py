@@ -21,6 +21,15 @@ options:
     type: list
     elements: str
     required: true
+  cache_valid_time:
+    description:
+      - apt only. When the newest package list is older than this many seconds (or there is none),
+        run C(apt-get update) first so availability is judged on current lists. V(0) never refreshes.
+      - The refresh happens in check mode too and is not reported as a change: it alters no installed
+        software or configuration. Unlike M(ansible.builtin.apt), nothing (such as C(python3-apt)) is
+        installed to do it.
+    type: int
+    default: 0
   manager:
     description:
       - Package manager to ask. V(auto) picks apt when C(apt-cache) exists, else dnf.
@@ -30,14 +39,14 @@ options:
 author:
   - Arm Inference maintainers (@arm-inference)
 notes:
-  - Read-only; supports check mode. The apt answer is only as fresh as the host's package index,
-    so refresh the index first on fresh hosts.
+  - Supports check mode. Apart from the optional apt list refresh it only reads.
 """
 
 EXAMPLES = r"""
 - name: Check that the requested Python headers exist in the repositories
   arm_inference.vllm.package_candidates:
     names: [python3.12-dev, python3.12-venv]
+    cache_valid_time: 3600
   register: __candidates
 
 - name: Fail when one is missing
@@ -58,6 +67,11 @@ missing:
   type: list
   elements: str
   sample: ["python3.99-dev"]
+cache_updated:
+  description: Whether the apt package lists were refreshed.
+  returned: always
+  type: bool
+  sample: false
 manager:
   description: The package manager that was asked.
   returned: always
@@ -65,12 +79,31 @@ manager:
   sample: apt
 """
 
+import time
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils.package_candidates import (
+    apt_lists_age,
     parse_apt_policy,
     parse_rpm_query,
     summarize,
 )
+
+
+APT_LISTS = "/var/lib/apt/lists"
+
+
+def _refresh_apt(module, valid_time):
+    if valid_time <= 0:
+        return False
+    age = apt_lists_age(APT_LISTS, time.time())
+    if age is not None and age < valid_time:
+        return False
+    apt_get = module.get_bin_path("apt-get", required=True)
+    rc, dummy_out, err = module.run_command([apt_get, "update", "-q"], environ_update={"LANG": "C", "LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="apt-get update failed: %s" % err.strip(), rc=rc)
+    return True
 
 
 def _query_apt(module, names):
@@ -103,6 +136,7 @@ def main():
         argument_spec=dict(
             names=dict(type="list", elements="str", required=True),
             manager=dict(type="str", default="auto", choices=["auto", "apt", "dnf"]),
+            cache_valid_time=dict(type="int", default=0),
         ),
         supports_check_mode=True,
     )
@@ -110,12 +144,13 @@ def main():
     manager = module.params["manager"]
     if manager == "auto":
         manager = "apt" if module.get_bin_path("apt-cache") else "dnf"
+    cache_updated = _refresh_apt(module, module.params["cache_valid_time"]) if manager == "apt" else False
     if not names:
-        module.exit_json(changed=False, packages={}, missing=[], manager=manager)
+        module.exit_json(changed=False, packages={}, missing=[], manager=manager, cache_updated=cache_updated)
     query = _query_apt if manager == "apt" else _query_dnf
     candidates, installed = query(module, names)
     packages, missing = summarize(names, candidates, installed)
-    module.exit_json(changed=False, packages=packages, missing=missing, manager=manager)
+    module.exit_json(changed=False, packages=packages, missing=missing, manager=manager, cache_updated=cache_updated)
 
 
 if __name__ == "__main__":

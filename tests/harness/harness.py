@@ -70,6 +70,8 @@ IMAGES = {
     "debian12-arm64": {"suite": "bookworm", "arch": "arm64", "include": _SYSTEMD_PACKAGES},
     "debian13-arm64": {"suite": "trixie", "arch": "arm64", "include": _SYSTEMD_PACKAGES},
     "debian12-amd64": {"suite": "bookworm", "arch": "amd64", "include": _SYSTEMD_PACKAGES},
+    # A real OS the roles do not support (Debian testing), for the "unsupported OS" tests.
+    "debian-testing-amd64": {"suite": "testing", "arch": "amd64", "include": ["python3", "sudo"]},
 }
 
 

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
+
 from ansible_collections.arm_inference.vllm.plugins.module_utils.package_candidates import (
+    apt_lists_age,
     parse_apt_policy,
     parse_rpm_query,
     summarize,
@@ -77,3 +80,21 @@ def test_installed_but_no_longer_in_repositories_counts_as_available():
     packages, missing = summarize(["gcc-12"], {}, {"gcc-12": "12.2.0-14"})
     assert missing == []
     assert packages["gcc-12"]["available"] is True
+
+
+def test_apt_lists_age_uses_the_newest_list(tmp_path):
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    old = lists / "deb.debian.org_debian_dists_bookworm_main_binary-arm64_Packages"
+    new = lists / "deb.debian.org_debian_dists_bookworm_InRelease"
+    ignored = lists / "lock"
+    for path, mtime in [(old, 1000.0), (new, 5000.0), (ignored, 9000.0)]:
+        path.write_text("")
+        os.utime(path, (mtime, mtime))
+    assert apt_lists_age(str(lists), now=5600.0) == 600.0
+
+
+def test_apt_lists_age_is_none_without_lists(tmp_path):
+    (tmp_path / "partial").mkdir()
+    assert apt_lists_age(str(tmp_path), now=1.0) is None
+    assert apt_lists_age(str(tmp_path / "missing"), now=1.0) is None

@@ -1,0 +1,94 @@
+"""Shared helpers for integration tests: native containers and ansible-playbook runs against them.
+
+These tests run on the machine's native architecture (fast), from images built by
+tests/harness/harness.py, and need root (rootful podman), like the rest of `make test`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NATIVE = {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
+
+
+def podman(*args, check=True):
+    return subprocess.run(["podman"] + list(args), capture_output=True, text=True, check=check)
+
+
+class Container:
+    """A throw-away container reachable through Ansible's podman connection."""
+
+    def __init__(self, image, systemd):
+        self.name = "arm-inference-it-%s" % uuid.uuid4().hex[:8]
+        command = ["/lib/systemd/systemd"] if systemd else ["sleep", "infinity"]
+        options = ["--privileged", "--systemd=always"] if systemd else []
+        podman("run", "-d", "--name", self.name, *options, image, *command)
+
+    def exec(self, command):
+        return podman("exec", self.name, "sh", "-c", command, check=False)
+
+    def state(self):
+        """What a role must not touch when it fails in preflight: packages, users, its directories."""
+        probe = (
+            "dpkg-query -W -f '${Package} ${Version}\\n' | sha256sum; getent passwd vllm; getent group vllm; "
+            "ls -d /opt/vllm /var/lib/vllm 2>/dev/null; true"
+        )
+        return self.exec(probe).stdout
+
+    def playbook(self, tmp_path, role, variables, collections_path=None):
+        """Run `role` with extra vars `variables` (JSON keeps their types); return the process."""
+        inventory = tmp_path / "inventory.yml"
+        inventory.write_text(
+            json.dumps(
+                {
+                    "all": {
+                        "hosts": {
+                            self.name: {
+                                "ansible_connection": "containers.podman.podman",
+                                "ansible_python_interpreter": "/usr/bin/python3",
+                            }
+                        }
+                    }
+                }
+            )
+        )
+        playbook = tmp_path / "play.yml"
+        playbook.write_text(
+            json.dumps([{"name": "Run %s" % role, "hosts": "all", "become": True, "roles": [{"role": role}]}])
+        )
+        extra = tmp_path / "extra.json"
+        extra.write_text(json.dumps(variables))
+        env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+        env["ANSIBLE_COLLECTIONS_PATH"] = str(collections_path or REPO_ROOT / ".cache" / "collections")
+        return subprocess.run(
+            ["ansible-playbook", "-i", str(inventory), str(playbook), "-e", "@%s" % extra],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            check=False,
+        )
+
+    def remove(self):
+        podman("rm", "-f", "-t", "0", self.name, check=False)
+
+
+@pytest.fixture(scope="module")
+def supported_host():
+    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=True)
+    yield container
+    container.remove()
+
+
+@pytest.fixture(scope="module")
+def unsupported_host():
+    container = Container("localhost/arm-inference/debian-testing-amd64:latest", systemd=False)
+    yield container
+    container.remove()

@@ -1,0 +1,59 @@
+"""Bad input fails in preflight, names the variable (and what is allowed), and changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+SECRET = "s3cr3t-token"
+# Debian 12 has no GCC >= 12.3, which build_deps refuses on x86_64 by default; the native test host
+# is x86_64, so the other build_deps cases relax that floor to reach the check they are about.
+RELAXED_FLOOR = {"build_deps_compiler_floor_policy": "warn"}
+
+CASES = [
+    # role, extra vars, words the error must contain
+    ("build_deps", {"build_deps_rust_enabled": "maybe"}, ["build_deps_rust_enabled", "bool"]),
+    ("build_deps", {"build_deps_compiler_floor_policy": "sometimes"}, ["build_deps_compiler_floor_policy", "auto, fail, warn"]),
+    ("build_deps", {"build_deps_extra_packages": {"gdb": True}}, ["build_deps_extra_packages", "list"]),
+    ("build_deps", {"build_deps_python_version": "3.99"}, ["build_deps_python_version", "python3.99-dev"]),
+    ("build_deps", {"build_deps_python_version": "three"}, ["build_deps_python_version", "3.X"]),
+    ("build_deps", {"build_deps_extra_packages": ["no-such-package-xyz"]}, ["no-such-package-xyz", "build_deps_extra_packages"]),
+    ("build_deps", {"build_deps_compiler_floor_policy": "fail"}, ["build_deps_compiler_min_version", "12.2"]),
+    ("tcmalloc", {"tcmalloc_variant": "huge"}, ["tcmalloc_variant", "minimal, full"]),
+    ("tcmalloc", {"tcmalloc_apt_cache_valid_time": "soon"}, ["tcmalloc_apt_cache_valid_time", "int"]),
+    ("python_venv", {"python_venv_python_version": "3.99"}, ["python_venv_python_version", "3.99", "not available"]),
+    ("python_venv", {"python_venv_python_version": "3.9"}, ["python_venv_python_version", "3.10"]),
+    ("python_venv", {"python_venv_path": "/"}, ["python_venv_path"]),
+    ("python_venv", {"python_venv_user": "root"}, ["python_venv_user"]),
+    ("python_venv", {"python_venv_pip_extra_index_urls": "https://example.org/simple"}, ["python_venv_pip_extra_index_urls", "list"]),
+    ("python_venv", {"python_venv_pip_ca_bundle": "/nonexistent/ca.pem"}, ["python_venv_pip_ca_bundle", "/nonexistent/ca.pem"]),
+    (
+        "python_venv",
+        {"python_venv_pip_index_url": "ftp://user:%s@mirror.example/simple" % SECRET},
+        ["python_venv_pip_index_url", "http://, https:// or file://"],
+    ),
+]
+
+
+@pytest.mark.parametrize("role,variables,expected", CASES, ids=["%s-%s" % (c[0], "-".join(c[1])) for c in CASES])
+def test_bad_input_fails_before_any_change(supported_host, tmp_path, role, variables, expected):
+    before = supported_host.state()
+    if role == "build_deps":
+        variables = dict(RELAXED_FLOOR, **variables)
+    result = supported_host.playbook(tmp_path, "arm_inference.vllm." + role, variables)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    for word in expected:
+        assert word in output, "%r missing from:\n%s" % (word, output[-3000:])
+    assert SECRET not in output
+    assert supported_host.state() == before
+
+
+@pytest.mark.parametrize("role", ["build_deps", "tcmalloc", "python_venv"])
+def test_unsupported_os_fails_naming_what_is_supported(unsupported_host, tmp_path, role):
+    before = unsupported_host.state()
+    result = unsupported_host.playbook(tmp_path, "arm_inference.vllm." + role, {})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "%s: operating system Debian" % role in output, output[-3000:]
+    assert "is not supported (supported: Debian 12, Debian 13, Ubuntu 22.04, Ubuntu 24.04" in output
+    assert unsupported_host.state() == before
