@@ -12,7 +12,7 @@ short_description: Report which packages the host's repositories can install
 version_added: 0.1.0
 description:
   - Asks the host's package manager (apt on Debian/Ubuntu, dnf on RHEL-family and Amazon Linux)
-    whether each named package is installed or installable, without changing anything.
+    whether each named package is installed or installable, without installing anything.
   - Roles call it in preflight so a package name derived from user input (for example
     C(python3.99-dev)) fails with a clear message before any package is installed.
 options:
@@ -25,9 +25,9 @@ options:
     description:
       - apt only. When the newest package list is older than this many seconds (or there is none),
         run C(apt-get update) first so availability is judged on current lists. V(0) never refreshes.
-      - The refresh happens in check mode too and is not reported as a change: it alters no installed
-        software or configuration. Unlike M(ansible.builtin.apt), nothing (such as C(python3-apt)) is
-        installed to do it.
+      - The refresh happens in check mode too and is not reported as a change, because it alters no
+        installed software or configuration. Unlike M(ansible.builtin.apt), nothing (such as
+        C(python3-apt)) is installed to do it.
     type: int
     default: 0
   manager:
