@@ -1,0 +1,57 @@
+"""The harness takes the Debian mirror from the machine's own apt sources (one-line or deb822)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+_SPEC = importlib.util.spec_from_file_location(
+    "harness", Path(__file__).resolve().parents[2] / "harness" / "harness.py"
+)
+harness = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(harness)
+
+# /etc/apt/sources.list.d/debian.sources of our CI machines (deb822), with a node repository first.
+DEB822 = """\
+Types: deb
+URIs: https://deb.nodesource.com/node_20.x
+Suites: nodistro
+Components: main
+
+Types: deb
+# http://snapshot.debian.org/archive/debian/20250520T000000Z
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+ONE_LINE = """\
+# deb cdrom:[Debian GNU/Linux 12]/ bookworm main
+deb http://security.debian.org/debian-security bookworm-security main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://ftp.de.debian.org/debian/ bookworm main contrib
+"""
+
+
+def test_deb822_picks_the_uri_serving_the_codename():
+    assert harness.mirror_from_sources(DEB822, "bookworm") == "http://deb.debian.org/debian"
+
+
+def test_one_line_format_with_options_skips_security():
+    assert harness.mirror_from_sources(ONE_LINE, "bookworm") == "http://ftp.de.debian.org/debian/"
+
+
+def test_no_match_returns_none():
+    assert harness.mirror_from_sources(DEB822, "trixie") is None
+    assert harness.mirror_from_sources("", "bookworm") is None
+
+
+def test_recipes_hash_differently_and_stably():
+    digests = {name: harness.recipe_digest(name) for name in harness.IMAGES}
+    assert len(set(digests.values())) == len(digests)
+    assert digests == {name: harness.recipe_digest(name) for name in harness.IMAGES}
