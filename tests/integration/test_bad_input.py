@@ -18,6 +18,7 @@ CASES = [
     ("build_deps", {"build_deps_python_version": "three"}, ["build_deps_python_version", "3.X"]),
     ("build_deps", {"build_deps_extra_packages": ["no-such-package-xyz"]}, ["no-such-package-xyz", "build_deps_extra_packages"]),
     ("build_deps", {"build_deps_compiler_floor_policy": "fail"}, ["build_deps_compiler_min_version", "12.2"]),
+    ("build_deps", {"build_deps_rust_enabled": True}, ["build_deps_rust_enabled", "does not", "package rustup"]),
     ("tcmalloc", {"tcmalloc_variant": "huge"}, ["tcmalloc_variant", "minimal, full"]),
     ("tcmalloc", {"tcmalloc_apt_cache_valid_time": "soon"}, ["tcmalloc_apt_cache_valid_time", "int"]),
     ("python_venv", {"python_venv_python_version": "3.99"}, ["python_venv_python_version", "3.99", "not available"]),

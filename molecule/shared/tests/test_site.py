@@ -145,3 +145,17 @@ def test_pip_configuration_is_private_and_reaches_the_index(host):
         "cd /tmp && sudo -u vllm %s/bin/pip download --no-deps --no-cache-dir -d /tmp/pipcheck six==1.16.0" % VENV
     )
     assert download.rc == 0, download.stderr
+
+
+# Hosts whose scenario sets build_deps_rust_enabled (molecule/debian13/host_vars).
+RUST_ENABLED_HOSTS = {"debian13-arm64"}
+
+
+def test_rust_tools_exactly_when_requested(host):
+    if host.backend.get_hostname() in RUST_ENABLED_HOSTS:
+        assert host.run_expect([0], "rustup --version").stdout.startswith("rustup ")
+        assert host.run_expect([0], "protoc --version").stdout.startswith("libprotoc ")
+        assert host.package("libssl-dev").is_installed
+    else:
+        assert not host.exists("rustup")
+        assert not host.exists("protoc")
