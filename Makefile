@@ -6,9 +6,16 @@ VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
 HARNESS := python3 tests/harness/harness.py
-NATIVE_IMAGE := debian12-$(shell dpkg --print-architecture 2>/dev/null || echo amd64)
-# Debian 13 arm64 is built and tested where its systemd boots; on cgroup v1 hosts it does not (README).
+ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+NATIVE_IMAGE := debian12-$(ARCH)
+# The debian13 scenario (plain container, see its molecule.yml) is not in the default list: it adds
+# a long emulated image build and converge, and its systemd cannot boot on cgroup v1 hosts anyway.
 MOLECULE_SCENARIOS ?= default
+SCENARIO_IMAGE_default := debian12-arm64
+SCENARIO_IMAGE_debian13 := debian13-arm64
+# Integration tests run natively: a supported OS and a real unsupported one (Debian testing).
+INTEGRATION_IMAGES := $(NATIVE_IMAGE) debian-testing-$(ARCH)
+IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
 .PHONY: help setup images site lint sanity unit integration molecule build test clean
 
@@ -16,7 +23,7 @@ help:
 	@echo "make site         provision the local default target (native container) with playbooks/site.yml"
 	@echo "make test         lint, sanity, unit, integration and molecule tests (what CI runs)"
 	@echo "make setup        host packages, binfmt, podman settings, .venv, collection link"
-	@echo "make images       build/refresh the local test images"
+	@echo "make images       build/refresh the test images (IMAGES=..., default: what the tests use)"
 	@echo "make lint|sanity|unit|integration|molecule|build   one stage"
 
 setup:
@@ -25,7 +32,7 @@ setup:
 	$(HARNESS) link
 
 images: setup
-	$(HARNESS) images
+	$(HARNESS) images $(IMAGES)
 
 site: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
@@ -46,10 +53,12 @@ build: setup
 	rm -rf build && mkdir -p build
 	ansible-galaxy collection build --output-path build .
 
-integration: setup images build
+integration: setup build
+	$(HARNESS) images $(INTEGRATION_IMAGES)
 	pytest -q -p no:cacheprovider tests/integration
 
-molecule: setup images
+molecule: setup
+	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 	$(HARNESS) binfmt
 	for scenario in $(MOLECULE_SCENARIOS); do molecule test -s $$scenario; done
 

@@ -72,6 +72,7 @@ IMAGES = {
     "debian12-amd64": {"suite": "bookworm", "arch": "amd64", "include": _SYSTEMD_PACKAGES},
     # A real OS the roles do not support (Debian testing), for the "unsupported OS" tests.
     "debian-testing-amd64": {"suite": "testing", "arch": "amd64", "include": ["python3", "sudo"]},
+    "debian-testing-arm64": {"suite": "testing", "arch": "arm64", "include": ["python3", "sudo"]},
 }
 
 
@@ -279,6 +280,8 @@ def build_images(args):
     mirror = debian_mirror()
     ensure_binfmt()
     # Two at a time: debootstrap is part download, part (emulated) dpkg work, and we have 2 cores.
+    # Emulated (foreign) builds take several times longer, so they start first.
+    names = sorted(dict.fromkeys(names), key=lambda name: IMAGES[name]["arch"] == native_arch())
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda name: build_image(name, mirror), names))
     for name, elapsed in results:

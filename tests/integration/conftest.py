@@ -89,6 +89,6 @@ def supported_host():
 
 @pytest.fixture(scope="module")
 def unsupported_host():
-    container = Container("localhost/arm-inference/debian-testing-amd64:latest", systemd=False)
+    container = Container("localhost/arm-inference/debian-testing-%s:latest" % NATIVE, systemd=False)
     yield container
     container.remove()
