@@ -18,18 +18,32 @@ TARGET = Path(os.environ.get("SANITY_ROOT", "/var/tmp/arm-inference-sanity")) / 
 PIP_VERSION = "24.2"  # the get-pip version ansible-test 2.19 asks for
 
 
-def main():
-    files = subprocess.run(
+SKIPPED_DIRS = {".git", ".venv", ".cache", ".ansible", "build", "__pycache__", ".pytest_cache"}
+
+
+def collection_files():
+    """Files git tracks or would track; every file outside generated directories without git."""
+    listing = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
         cwd=REPO_ROOT,
-        check=True,
         capture_output=True,
-    ).stdout.split(b"\0")
+        check=False,
+    ) if shutil.which("git") else None
+    if listing is not None and listing.returncode == 0:
+        return [name.decode() for name in listing.stdout.split(b"\0") if name]
+    return [
+        str(path.relative_to(REPO_ROOT))
+        for path in REPO_ROOT.rglob("*")
+        if path.is_file() and not SKIPPED_DIRS.intersection(path.relative_to(REPO_ROOT).parts)
+    ]
+
+
+def main():
     shutil.rmtree(TARGET, ignore_errors=True)
-    for name in filter(None, files):
-        source = REPO_ROOT / name.decode()
+    for name in collection_files():
+        source = REPO_ROOT / name
         if source.is_file():
-            destination = TARGET / name.decode()
+            destination = TARGET / name
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, destination)
     cache = Path.home() / ".ansible" / "test" / "cache" / ("get_pip_%s.py" % PIP_VERSION.replace(".", "_"))
