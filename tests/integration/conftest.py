@@ -42,7 +42,7 @@ class Container:
         )
         return self.exec(probe).stdout
 
-    def playbook(self, tmp_path, role, variables, collections_path=None):
+    def playbook(self, tmp_path, role, variables, collections_path=None, options=()):
         """Run `role` with extra vars `variables` (JSON keeps their types); return the process."""
         inventory = tmp_path / "inventory.yml"
         inventory.write_text(
@@ -68,7 +68,7 @@ class Container:
         env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
         env["ANSIBLE_COLLECTIONS_PATH"] = str(collections_path or REPO_ROOT / ".cache" / "collections")
         return subprocess.run(
-            ["ansible-playbook", "-i", str(inventory), str(playbook), "-e", "@%s" % extra],
+            ["ansible-playbook", "-i", str(inventory), str(playbook), "-e", "@%s" % extra, *options],
             capture_output=True,
             text=True,
             env=env,

@@ -1,0 +1,24 @@
+"""Check mode on a fresh host succeeds, reports the changes it would make, and makes none."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+# The native Debian 12 test host is x86_64, where build_deps refuses Debian 12's GCC 12.2 by default.
+ROLE_VARS = {
+    "build_deps": {"build_deps_compiler_floor_policy": "warn"},
+    "tcmalloc": {},
+    "python_venv": {"python_venv_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt"},
+}
+
+
+@pytest.mark.parametrize("role", sorted(ROLE_VARS))
+def test_check_mode_on_a_fresh_host_changes_nothing(supported_host, tmp_path, role):
+    before = supported_host.state()
+    result = supported_host.playbook(tmp_path, "arm_inference.vllm." + role, ROLE_VARS[role], options=["--check"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Would install:" in result.stdout
+    assert int(re.search(r"changed=(\d+)", result.stdout).group(1)) > 0
+    assert supported_host.state() == before
