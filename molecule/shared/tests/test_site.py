@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 
-
 def _podman_hosts():
     """Address molecule's instances through `podman exec` instead of molecule's default ansible
     backend, which runs a Python module per command: under qemu that costs ~5 s a command."""
