@@ -1,0 +1,349 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vLLM CPU settings computed from host facts (see host_facts.build_host_facts).
+
+Every rule here names its reason; the sources are listed in docs/tuning.md. Each function takes an
+optional user override, validates it against the host and raises TuningError naming the variable
+the operator set, so a bad value stops the play before anything on the host changes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import (
+    HostFactsError,
+    format_cpulist,
+    parse_cpulist,
+)
+
+
+class TuningError(ValueError):
+    """A setting cannot be computed or an override does not fit the host."""
+
+
+GIB_MIB = 1024
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+FPMATH_MODES = ("strict", "bf16", "f16", "tf32", "any")
+BIND_KEYWORDS = ("auto", "nobind")
+
+
+def _usable_nodes(facts):
+    nodes = [node for node in facts["numa_nodes"] if node["used_for_binding"]]
+    if not nodes:
+        raise TuningError("No NUMA node has a CPU this host lets the service use (usable CPUs: %s)."
+                          % facts["cpus"]["usable"])
+    return nodes
+
+
+def _describe_nodes(nodes):
+    return ", ".join("node %d: CPUs %s" % (node["id"], node["usable_cpus"]) for node in nodes)
+
+
+def _positive_int(value, variable, allow_zero=False):
+    if isinstance(value, bool):
+        raise TuningError("%s must be an integer, got %r." % (variable, value))
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise TuningError("%s must be an integer, got %r." % (variable, value))
+    if number != value and str(number) != str(value).strip():
+        raise TuningError("%s must be a whole number, got %r." % (variable, value))
+    if number < 0 or (number == 0 and not allow_zero):
+        raise TuningError("%s must be %s, got %r." % (variable, "0 or more" if allow_zero else "1 or more", value))
+    return number
+
+
+def _number(value, variable, minimum=0.0):
+    if isinstance(value, bool):
+        raise TuningError("%s must be a number, got %r." % (variable, value))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TuningError("%s must be a number, got %r." % (variable, value))
+    if math.isnan(number) or number < minimum:
+        raise TuningError("%s must be a number >= %s, got %r." % (variable, minimum, value))
+    return number
+
+
+def tensor_parallel_size(facts, instances=1, override=None, variable="vllm_serve_tensor_parallel_size"):
+    """Ranks per instance: by default the NUMA nodes with usable CPUs shared out among the instances.
+
+    vLLM binds each rank's threads (and memory) inside one NUMA node, so a rank never spans nodes.
+    Several ranks may share a node only when every node holds the same number of them.
+    """
+    instances = _positive_int(instances, "number of instances")
+    nodes = _usable_nodes(facts)
+    if override in (None, ""):
+        return max(1, len(nodes) // instances)
+    size = _positive_int(override, variable)
+    ranks = size * instances
+    if ranks > len(nodes) and ranks % len(nodes):
+        fitting = [n for n in range(1, 4 * len(nodes) + 1)
+                   if n * instances <= len(nodes) or (n * instances) % len(nodes) == 0]
+        raise TuningError(
+            "%s=%d does not fit: %d instance(s) x %d ranks cannot be spread evenly over this host's %d NUMA "
+            "node(s) with usable CPUs (%s). Sizes that fit: %s."
+            % (variable, size, instances, size, len(nodes), _describe_nodes(nodes),
+               ", ".join(str(n) for n in fitting[:8])))
+    return size
+
+
+def _rank_cpus(facts, instances, tp_size, reserved):
+    """CPUs of every rank of every instance: [[rank0 cpus, rank1 cpus], ...] (reserved CPUs removed)."""
+    nodes = _usable_nodes(facts)
+    ranks = instances * tp_size
+    if ranks <= len(nodes):
+        chunks = [parse_cpulist(node["usable_cpus"]) for node in nodes[:ranks]]
+    else:
+        per_node = ranks // len(nodes)
+        chunks = []
+        for node in nodes:
+            cpus = parse_cpulist(node["usable_cpus"])
+            size = len(cpus) // per_node
+            if size <= reserved:
+                raise TuningError(
+                    "%d ranks on NUMA node %d leave %d CPU(s) each, not more than the %d reserved per rank: "
+                    "use fewer instances or a smaller tensor-parallel size." % (per_node, node["id"], size, reserved))
+            chunks.extend(cpus[index * size:(index + 1) * size] for index in range(per_node))
+    bound = []
+    for chunk in chunks:
+        if len(chunk) <= reserved:
+            raise TuningError(
+                "vllm_serve_reserved_cpus_per_rank=%d leaves no CPU for OpenMP threads on a rank of %d CPU(s) (%s)."
+                % (reserved, len(chunk), format_cpulist(chunk)))
+        # The last CPUs of each rank stay free for the API server and tokenizer, as in vLLM's docs
+        # (bind 0-30 on a 32-core host).
+        bound.append(chunk[:len(chunk) - reserved] if reserved else chunk)
+    return [bound[index * tp_size:(index + 1) * tp_size] for index in range(instances)]
+
+
+def validate_bind(facts, bind, tp_size, variable="vllm_serve_omp_threads_bind"):
+    """Check a user's VLLM_CPU_OMP_THREADS_BIND: CPUs exist and are usable, each rank inside one node."""
+    text = str(bind).strip()
+    if text in BIND_KEYWORDS:
+        if text == "auto" and tp_size > len(_usable_nodes(facts)):
+            raise TuningError("%s=auto needs one NUMA node per rank, but tensor-parallel size %d exceeds the %d "
+                              "node(s) with usable CPUs." % (variable, tp_size, len(_usable_nodes(facts))))
+        return text
+    groups = text.split("|")
+    if len(groups) != tp_size:
+        raise TuningError("%s=%r has %d '|'-separated group(s); it needs one per tensor-parallel rank (%d)."
+                          % (variable, text, len(groups), tp_size))
+    usable = set(parse_cpulist(facts["cpus"]["usable"]))
+    node_of = {}
+    for node in _usable_nodes(facts):
+        for cpu in parse_cpulist(node["usable_cpus"]):
+            node_of[cpu] = node["id"]
+    seen = set()
+    for index, group in enumerate(groups):
+        try:
+            cpus = parse_cpulist(group, "%s group %d" % (variable, index))
+        except HostFactsError as error:
+            raise TuningError("%s must be 'auto', 'nobind' or CPU lists like 0-30|32-62: %s" % (variable, error))
+        if not cpus:
+            raise TuningError("%s=%r has an empty group %d." % (variable, text, index))
+        foreign = [cpu for cpu in cpus if cpu not in usable]
+        if foreign:
+            raise TuningError("%s=%r names CPUs %s that this host does not have or does not let the service use "
+                              "(usable CPUs: %s)." % (variable, text, format_cpulist(foreign), facts["cpus"]["usable"]))
+        spanned = sorted(set(node_of[cpu] for cpu in cpus))
+        if len(spanned) > 1:
+            raise TuningError("%s=%r: group %d (%s) spans NUMA nodes %s; each rank's CPUs must lie in one node."
+                              % (variable, text, index, group, ", ".join(str(n) for n in spanned)))
+        if seen & set(cpus):
+            raise TuningError("%s=%r binds CPUs %s to more than one rank."
+                              % (variable, text, format_cpulist(seen & set(cpus))))
+        seen.update(cpus)
+    return "|".join(format_cpulist(parse_cpulist(group)) for group in groups)
+
+
+def _node_of_cpu(facts, cpu):
+    for node in facts["numa_nodes"]:
+        if cpu in parse_cpulist(node["cpus"]):
+            return node
+    return None
+
+
+def kv_cache_gib(facts, rank_cpus, tp_size, ranks_per_node, weights_gib, headroom_gib=None, floor_gib=1,
+                 override=None, variable="vllm_serve_kv_cache_gib"):
+    """VLLM_CPU_KVCACHE_SPACE for one instance, in whole GiB.
+
+    Each rank allocates this much KV cache next to its share of the weights in its own NUMA node
+    (a rank that outgrows its node is killed: vLLM issue 29233 / exit code 9), so the budget is the
+    smallest node share: node memory / ranks on it - weights / TP - headroom. The headroom defaults
+    to 10 % of the share (vLLM reserves 90 % of node memory when it sizes the cache itself), at least
+    1 GiB, for activations, the Python process and the page cache.
+    """
+    weights = _number(weights_gib, "model weights (GiB)")
+    budgets = []
+    for cpus in rank_cpus:
+        node = _node_of_cpu(facts, cpus[0]) if cpus else None
+        if (node is None or node["memory_mib"] is None) and override not in (None, ""):
+            # Nothing to check the user's size against: the host does not tell its node memory.
+            return _positive_int(override, variable)
+        if node is None or not node["memory_mib"]:
+            raise TuningError("Cannot size the KV cache: the NUMA node of CPU %s reports no memory. Set %s."
+                              % (cpus[0] if cpus else "?", variable))
+        share = node["memory_mib"] / float(GIB_MIB) / ranks_per_node
+        headroom = max(1.0, share * 0.1) if headroom_gib in (None, "") else _number(headroom_gib, "vllm_serve_memory_headroom_gib")
+        budgets.append((share - weights / tp_size - headroom, node["id"], share, headroom))
+    budget, node_id, share, headroom = min(budgets)
+    explain = ("NUMA node %d gives each rank %.1f GiB; weights take %.1f GiB per rank and the headroom %.1f GiB"
+               % (node_id, share, weights / tp_size, headroom))
+    if override not in (None, ""):
+        value = _positive_int(override, variable)
+        if value > budget:
+            raise TuningError("%s=%d does not fit: %s, leaving %.1f GiB for the KV cache."
+                              % (variable, value, explain, max(budget, 0)))
+        return value
+    floor = _positive_int(floor_gib, "vllm_serve_kv_cache_min_gib")
+    value = int(math.floor(budget))
+    if value < floor:
+        raise TuningError("The KV cache would get %d GiB, below the floor of %d GiB: %s. Use a smaller model, fewer "
+                          "instances, or set %s." % (max(value, 0), floor, explain, variable))
+    return value
+
+
+def max_jobs(facts, gib_per_job=2, override=None, variable="vllm_build_max_jobs", per_job_variable="vllm_build_gib_per_job"):
+    """MAX_JOBS for the vLLM compile: one job per usable CPU, but no more than memory allows.
+
+    Too many parallel compiles is the classic cause of 'Killed' builds (vLLM issues 8878, 3180).
+    Available memory is used when known, since the build shares the host with what already runs.
+    """
+    if override not in (None, ""):
+        return _positive_int(override, variable)
+    per_job = _number(gib_per_job, per_job_variable, minimum=0.25)
+    memory = facts["memory"]["available_mib"] or facts["memory"]["total_mib"]
+    if not memory:
+        raise TuningError("Host memory is unknown, so %s cannot be derived: set it." % variable)
+    by_memory = int(memory / float(GIB_MIB) // per_job)
+    return max(1, min(facts["cpus"]["usable_count"], by_memory))
+
+
+def dtype(facts, override=None, variable="vllm_serve_dtype"):
+    """bfloat16 where the CPU has bf16 (vLLM's recommended CPU dtype), float32 where it does not."""
+    if override in (None, ""):
+        return "bfloat16" if facts["cpu"]["bf16"] else "float32"
+    value = str(override)
+    aliases = {"half": "float16", "float": "float32"}
+    value = aliases.get(value, value)
+    if value not in DTYPES:
+        raise TuningError("%s=%r is not one of %s." % (variable, override, ", ".join(DTYPES)))
+    if value == "bfloat16" and not facts["cpu"]["bf16"]:
+        raise TuningError("%s=bfloat16 needs a CPU with bf16 (Neoverse-V1/V2, AmpereOne); this host's %s has none: "
+                          "use float32 or a quantized model." % (variable, _cpu_name(facts)))
+    return value
+
+
+def fpmath_mode(facts, override=None, variable="vllm_serve_onednn_fpmath_mode"):
+    """ONEDNN_DEFAULT_FPMATH_MODE: BF16 only where the CPU has bf16 instructions, otherwise unset (None)."""
+    if override in (None, ""):
+        return "BF16" if facts["cpu"]["bf16"] else None
+    value = str(override).lower()
+    if value not in FPMATH_MODES:
+        raise TuningError("%s=%r is not one of %s." % (variable, override, ", ".join(FPMATH_MODES)))
+    if value == "bf16" and not facts["cpu"]["bf16"]:
+        raise TuningError("%s=bf16 needs a CPU with bf16; this host's %s has none." % (variable, _cpu_name(facts)))
+    return value.upper()
+
+
+def _cpu_name(facts):
+    cpu = facts["cpu"]
+    return cpu.get("model_name") or cpu.get("microarchitecture") or "CPU (unknown model)"
+
+
+def build_class(facts):
+    """Which hosts may share one compiled vLLM wheel.
+
+    vLLM's CPU build (cmake/cpu_extension.cmake) reads /proc/cpuinfo on the build host: on aarch64 it
+    compiles with -march=armv8.2-a+dotprod+fp16, adding +bf16 only when the CPU has bf16, so a wheel
+    from a bf16 host would hit illegal instructions on Neoverse-N1. On x86_64 it keys on AVX-512,
+    AVX512-BF16, AVX512-VNNI and AMX. The class lists exactly the features that change the code.
+    """
+    arch = facts["architecture"]
+    flags = facts["cpu"]["flags"]
+    if facts["cpu"]["cpuinfo_architecture"] != arch:
+        return "%s-unknown-cpu" % arch
+    if arch == "aarch64":
+        if not (flags.get("asimd") and flags.get("asimddp") and flags.get("asimdhp")):
+            return "aarch64-unsupported-no-dotprod-fp16"
+        return "aarch64-dotprod-fp16-bf16" if flags.get("bf16") else "aarch64-dotprod-fp16"
+    if arch == "x86_64":
+        parts = [name for name in ("avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16") if flags.get(name)]
+        if not parts:
+            parts = ["avx2"] if flags.get("avx2") else ["baseline"]
+        return "x86_64-" + "-".join(part.replace("_", "") for part in parts)
+    return "%s-unknown-cpu" % arch
+
+
+def estimate_weights_gib(params_billion, model_dtype):
+    """Weights of a dense model: parameters x bytes per parameter of the serving dtype."""
+    params = _number(params_billion, "model parameters (billions)")
+    return params * 1e9 * DTYPE_BYTES.get(model_dtype, 4) / float(1024 ** 3)
+
+
+def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_gib=1, memory_headroom_gib=None):
+    """Settings of every vLLM instance on the host.
+
+    instances: list of dicts with optional keys name, tensor_parallel_size, omp_threads_bind,
+    kv_cache_gib, dtype, onednn_fpmath_mode, model_weights_gib, model_params_billion.
+    Returns one dict per instance with the values and the environment the unit gets.
+    """
+    instances = instances or [{}]
+    if not isinstance(instances, list) or not all(isinstance(item, dict) for item in instances):
+        raise TuningError("vllm_serve_instances must be a list of dictionaries.")
+    reserved = _positive_int(reserved_cpus_per_rank, "vllm_serve_reserved_cpus_per_rank", allow_zero=True)
+    names = [item.get("name") or "vllm-%d" % index for index, item in enumerate(instances)]
+    if len(set(names)) != len(names):
+        raise TuningError("vllm_serve_instances has duplicate names: %s." % ", ".join(names))
+    sizes = [tensor_parallel_size(facts, len(instances), item.get("tensor_parallel_size")) for item in instances]
+    if len(set(sizes)) != 1:
+        raise TuningError("All instances on one host must use the same tensor_parallel_size (got %s): the host's "
+                          "NUMA nodes are shared out evenly." % ", ".join(str(size) for size in sizes))
+    tp_size = sizes[0]
+    ranks = len(instances) * tp_size
+    node_count = len(_usable_nodes(facts))
+    ranks_per_node = max(1, ranks // node_count) if ranks > node_count else 1
+    computed = _rank_cpus(facts, len(instances), tp_size, reserved)
+    profiles = []
+    for index, item in enumerate(instances):
+        variable = "vllm_serve_instances[%d]" % index
+        if item.get("omp_threads_bind") not in (None, ""):
+            bind = validate_bind(facts, item["omp_threads_bind"], tp_size, variable + ".omp_threads_bind")
+            rank_cpus = computed[index] if bind in BIND_KEYWORDS else [parse_cpulist(g) for g in bind.split("|")]
+        else:
+            rank_cpus = computed[index]
+            bind = "|".join(format_cpulist(cpus) for cpus in rank_cpus)
+        model_dtype = dtype(facts, item.get("dtype"), variable + ".dtype")
+        if item.get("model_weights_gib") not in (None, ""):
+            weights = _number(item["model_weights_gib"], variable + ".model_weights_gib")
+        else:
+            weights = estimate_weights_gib(item.get("model_params_billion", 0) or 0, model_dtype)
+        kv = kv_cache_gib(facts, rank_cpus, tp_size, ranks_per_node, weights, memory_headroom_gib,
+                          kv_cache_min_gib, item.get("kv_cache_gib"), variable + ".kv_cache_gib")
+        fpmath = fpmath_mode(facts, item.get("onednn_fpmath_mode"), variable + ".onednn_fpmath_mode")
+        env = {
+            "VLLM_CPU_KVCACHE_SPACE": str(kv),
+            "VLLM_CPU_OMP_THREADS_BIND": bind,
+            "VLLM_CPU_NUM_OF_RESERVED_CPU": str(reserved),
+        }
+        if fpmath:
+            env["ONEDNN_DEFAULT_FPMATH_MODE"] = fpmath
+        profiles.append({
+            "name": names[index],
+            "tensor_parallel_size": tp_size,
+            "omp_threads_bind": bind,
+            "omp_threads": sum(len(cpus) for cpus in rank_cpus),
+            "reserved_cpus_per_rank": reserved,
+            "kv_cache_gib": kv,
+            "model_weights_gib": round(weights, 2),
+            "dtype": model_dtype,
+            "onednn_fpmath_mode": fpmath,
+            "environment": env,
+            "arguments": ["--dtype", model_dtype, "--tensor-parallel-size", str(tp_size)]
+            + (["--distributed-executor-backend", "mp"] if tp_size > 1 else []),
+        })
+    return profiles
