@@ -23,3 +23,4 @@ def _link_collection():
 
 
 _link_collection()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
