@@ -17,7 +17,7 @@ SCENARIO_IMAGE_debian13 := debian13-arm64
 INTEGRATION_IMAGES := $(NATIVE_IMAGE) debian-testing-$(ARCH)
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site lint sanity unit integration molecule build test clean
+.PHONY: help setup images site lint sanity unit golden integration molecule build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with playbooks/site.yml"
@@ -25,6 +25,7 @@ help:
 	@echo "make setup        host packages, binfmt, podman settings, .venv, collection link"
 	@echo "make images       build/refresh the test images (IMAGES=..., default: what the tests use)"
 	@echo "make lint|sanity|unit|integration|molecule|build   one stage"
+	@echo "make golden       rewrite the tuning golden renderings and docs/tuning.md's table"
 
 setup:
 	$(HARNESS) setup-host
@@ -48,6 +49,10 @@ sanity: setup
 
 unit: setup
 	pytest -q tests/unit
+
+# Rewrite the tuning golden renderings and the table in docs/tuning.md after a rule change; review the diff.
+golden: setup
+	python3 tests/unit/tuning_golden.py --write
 
 build: setup
 	rm -rf build && mkdir -p build

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+import published_samples
+from ansible_collections.arm_inference.vllm.plugins.filter.vllm_tuning import FilterModule
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
+
+FILTERS = FilterModule().filters()
+
+
+@pytest.fixture(scope="module")
+def gh200():
+    return build_host_facts(published_samples.load_sample("grace-gh200"))
+
+
+def test_every_filter_has_a_documentation_file():
+    from pathlib import Path
+
+    directory = Path(published_samples.__file__).resolve().parents[2] / "plugins" / "filter"
+    assert sorted(FILTERS) == sorted(path.stem for path in directory.glob("vllm_*.yml"))
+
+
+def test_filters_compute_from_host_facts(gh200):
+    assert FILTERS["vllm_build_class"](gh200) == "aarch64-dotprod-fp16-bf16"
+    assert FILTERS["vllm_tensor_parallel_size"](gh200) == 1
+    assert FILTERS["vllm_dtype"](gh200) == "bfloat16"
+    assert FILTERS["vllm_fpmath_mode"](gh200) == "BF16"
+    assert FILTERS["vllm_max_jobs"](gh200, 4) == 72
+    profile, = FILTERS["vllm_serve_profile"](gh200, [{"model_params_billion": 8}])
+    assert profile["environment"]["VLLM_CPU_OMP_THREADS_BIND"] == "0-70"
+
+
+def test_tuning_errors_become_filter_errors(gh200):
+    with pytest.raises(AnsibleFilterError, match="names CPUs 72-100 that this host does not have"):
+        FILTERS["vllm_serve_profile"](gh200, [{"omp_threads_bind": "0-100"}])
+
+
+@pytest.mark.parametrize("value", [None, "text", {"cpu": {}}, []])
+def test_input_that_is_not_host_facts(value):
+    with pytest.raises(AnsibleFilterError, match="run arm_inference.vllm.host_facts first"):
+        FILTERS["vllm_dtype"](value)

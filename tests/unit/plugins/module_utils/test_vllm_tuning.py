@@ -1,0 +1,161 @@
+"""Tuning rules on published hosts: defaults, every override, and the errors for values that do not fit."""
+
+from __future__ import annotations
+
+import pytest
+
+import published_samples
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning as tuning
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
+
+
+@pytest.fixture(scope="module")
+def superchip():
+    return build_host_facts(published_samples.load_sample("grace-superchip"))
+
+
+@pytest.fixture(scope="module")
+def altra():
+    return build_host_facts(published_samples.load_sample("altra-q80-2p"))
+
+
+@pytest.fixture(scope="module")
+def small_n1():
+    return build_host_facts(published_samples.load_sample("graviton2-t4g"))
+
+
+def test_tensor_parallel_defaults_to_nodes_per_instance(superchip):
+    assert tuning.tensor_parallel_size(superchip) == 2
+    assert tuning.tensor_parallel_size(superchip, instances=2) == 1
+    assert tuning.tensor_parallel_size(superchip, instances=3) == 1
+
+
+@pytest.mark.parametrize("size", [3, 5])
+def test_tensor_parallel_that_does_not_fit_names_the_variable(superchip, size):
+    with pytest.raises(tuning.TuningError, match=r"vllm_serve_tensor_parallel_size=%d does not fit.*Sizes that fit: 1, 2, 4" % size):
+        tuning.tensor_parallel_size(superchip, override=size)
+
+
+def test_four_ranks_split_each_node_in_two(superchip):
+    profile, = tuning.serve_profile(superchip, [{"tensor_parallel_size": 4}])
+    assert profile["omp_threads_bind"] == "0-34|36-70|72-106|108-142"
+    assert profile["omp_threads"] == 140
+
+
+def test_instances_share_nodes_and_keep_one_cpu_each(superchip):
+    first, second = tuning.serve_profile(superchip, [{"name": "a"}, {"name": "b"}])
+    assert (first["omp_threads_bind"], second["omp_threads_bind"]) == ("0-70", "72-142")
+    assert first["environment"]["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+
+
+def test_reserving_zero_cpus_binds_them_all(superchip):
+    profile, = tuning.serve_profile(superchip, reserved_cpus_per_rank=0)
+    assert profile["omp_threads_bind"] == "0-71|72-143"
+
+
+def test_bind_override_is_validated_and_normalized(superchip):
+    profile, = tuning.serve_profile(superchip, [{"omp_threads_bind": "0,1,2,3|72-75"}])
+    assert profile["omp_threads_bind"] == "0-3|72-75" and profile["omp_threads"] == 8
+
+
+@pytest.mark.parametrize("bind, message", [
+    ("0-70|72-200", "names CPUs 144-200 that this host does not have"),
+    ("0-80|100-110", "group 0 \\(0-80\\) spans NUMA nodes 0, 1"),
+    ("0-10", "has 1 '\\|'-separated group"),
+    ("0-10|5-20", "binds CPUs 5-10 to more than one rank"),
+    ("zero|72", "must be 'auto', 'nobind' or CPU lists"),
+    ("0-3||72", "has 3 '\\|'-separated group"),
+])
+def test_bad_bind_override(superchip, bind, message):
+    with pytest.raises(tuning.TuningError, match="vllm_serve_instances\\[0\\].omp_threads_bind.*" + message):
+        tuning.serve_profile(superchip, [{"omp_threads_bind": bind}])
+
+
+def test_auto_and_nobind_pass_through(superchip):
+    assert tuning.serve_profile(superchip, [{"omp_threads_bind": "auto"}])[0]["omp_threads_bind"] == "auto"
+    assert tuning.serve_profile(superchip, [{"omp_threads_bind": "nobind"}])[0]["omp_threads_bind"] == "nobind"
+    with pytest.raises(tuning.TuningError, match="auto needs one NUMA node per rank"):
+        tuning.serve_profile(superchip, [{"omp_threads_bind": "auto", "tensor_parallel_size": 4}])
+
+
+def test_kv_cache_budget_is_per_node_share(superchip):
+    profile, = tuning.serve_profile(superchip, [{"model_weights_gib": 100}])
+    # node 1 is the smaller: 481845 MiB = 470.6 GiB; minus 50 GiB weights per rank, minus 47.1 GiB headroom.
+    assert profile["kv_cache_gib"] == 373
+
+
+def test_kv_cache_override_that_does_not_fit(superchip):
+    with pytest.raises(tuning.TuningError, match="kv_cache_gib=500 does not fit: NUMA node 1 gives each rank 470.6 GiB"):
+        tuning.serve_profile(superchip, [{"kv_cache_gib": 500}])
+    assert tuning.serve_profile(superchip, [{"kv_cache_gib": 40}])[0]["environment"]["VLLM_CPU_KVCACHE_SPACE"] == "40"
+
+
+def test_kv_cache_floor(small_n1):
+    with pytest.raises(tuning.TuningError, match="below the floor of 1 GiB.*set vllm_serve_instances\\[0\\].kv_cache_gib"):
+        tuning.serve_profile(small_n1, [{"model_params_billion": 8}])
+    with pytest.raises(tuning.TuningError, match="below the floor of 6 GiB"):
+        tuning.serve_profile(small_n1, [{"model_params_billion": 0.5}], kv_cache_min_gib=6)
+
+
+def test_unknown_memory_asks_for_the_kv_size():
+    facts = build_host_facts(published_samples.load_sample("graviton3"))
+    with pytest.raises(tuning.TuningError, match="reports no memory. Set vllm_serve_instances\\[0\\].kv_cache_gib"):
+        tuning.serve_profile(facts)
+    assert tuning.serve_profile(facts, [{"kv_cache_gib": 20}])[0]["kv_cache_gib"] == 20
+    with pytest.raises(tuning.TuningError, match="memory is unknown"):
+        tuning.max_jobs(facts)
+
+
+def test_dtype_and_fpmath_follow_bf16(superchip, altra):
+    assert (tuning.dtype(superchip), tuning.fpmath_mode(superchip)) == ("bfloat16", "BF16")
+    assert (tuning.dtype(altra), tuning.fpmath_mode(altra)) == ("float32", None)
+    assert tuning.dtype(altra, "float") == "float32" and tuning.fpmath_mode(superchip, "strict") == "STRICT"
+
+
+@pytest.mark.parametrize("function, value, message", [
+    (tuning.dtype, "bfloat16", "vllm_serve_dtype=bfloat16 needs a CPU with bf16.*Neoverse-N1"),
+    (tuning.dtype, "int4", "is not one of auto, bfloat16, float16, float32"),
+    (tuning.fpmath_mode, "bf16", "vllm_serve_onednn_fpmath_mode=bf16 needs a CPU with bf16"),
+    (tuning.fpmath_mode, "fast", "is not one of strict, bf16"),
+])
+def test_dtype_and_fpmath_overrides_are_checked(altra, function, value, message):
+    with pytest.raises(tuning.TuningError, match=message):
+        function(altra, value)
+
+
+def test_max_jobs_is_capped_by_memory_and_cpus(altra, small_n1):
+    assert tuning.max_jobs(altra) == 64  # 128 GiB / 2 GiB = 64 < 160 CPUs
+    assert tuning.max_jobs(altra, gib_per_job=1) == 128
+    assert tuning.max_jobs(small_n1) == 2  # 8 GiB allows 4 jobs, 2 CPUs
+    assert tuning.max_jobs(small_n1, override="3") == 3
+    with pytest.raises(tuning.TuningError, match="vllm_build_max_jobs must be 1 or more"):
+        tuning.max_jobs(small_n1, override=0)
+    with pytest.raises(tuning.TuningError, match="vllm_build_max_jobs must be an integer"):
+        tuning.max_jobs(small_n1, override="many")
+
+
+def test_build_classes_separate_bf16_from_n1(superchip, altra):
+    assert tuning.build_class(superchip) == "aarch64-dotprod-fp16-bf16"
+    assert tuning.build_class(altra) == "aarch64-dotprod-fp16"
+
+
+def test_build_class_of_an_emulated_host_is_unknown(superchip):
+    emulated = dict(superchip, cpu=dict(superchip["cpu"], cpuinfo_architecture="x86_64"))
+    assert tuning.build_class(emulated) == "aarch64-unknown-cpu"
+
+
+@pytest.mark.parametrize("instances, message", [
+    ("one", "must be a list of dictionaries"),
+    ([{"name": "a"}, {"name": "a"}], "duplicate names: a, a"),
+    ([{"tensor_parallel_size": 1}, {"tensor_parallel_size": 2}], "same tensor_parallel_size"),
+    ([{"tensor_parallel_size": True}], "must be an integer"),
+    ([{"model_params_billion": -1}], "must be a number >= 0"),
+])
+def test_bad_instances(superchip, instances, message):
+    with pytest.raises(tuning.TuningError, match=message):
+        tuning.serve_profile(superchip, instances)
+
+
+def test_reserved_cpus_that_leave_nothing(small_n1):
+    with pytest.raises(tuning.TuningError, match="vllm_serve_reserved_cpus_per_rank=2 leaves no CPU"):
+        tuning.serve_profile(small_n1, [{"model_params_billion": 0.5}], reserved_cpus_per_rank=2)
