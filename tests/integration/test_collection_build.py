@@ -47,6 +47,13 @@ def test_installed_tarball_runs_a_role_by_fqcn(tarball, tmp_path, supported_host
         env=only_fresh,
     )
     assert "tcmalloc_variant" in docs.stdout
+    module_docs = subprocess.run(
+        ["ansible-doc", "arm_inference.vllm.host_facts"], capture_output=True, text=True, check=True, env=only_fresh)
+    assert "build_gib_per_job" in module_docs.stdout and "EXAMPLES" in module_docs.stdout
+    filter_docs = subprocess.run(
+        ["ansible-doc", "-t", "filter", "arm_inference.vllm.vllm_serve_profile"],
+        capture_output=True, text=True, check=True, env=only_fresh)
+    assert "reserved_cpus_per_rank" in filter_docs.stdout
     result = supported_host.playbook(tmp_path, "arm_inference.vllm.tcmalloc", {}, collections_path=collections)
     assert result.returncode == 0, result.stdout[-3000:]
     listed = subprocess.run(
