@@ -309,6 +309,7 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
     ranks_per_node = max(1, ranks // node_count) if ranks > node_count else 1
     computed = _rank_cpus(facts, len(instances), tp_size, reserved)
     profiles = []
+    claimed = {}
     for index, item in enumerate(instances):
         variable = "vllm_serve_instances[%d]" % index
         if item.get("omp_threads_bind") not in (None, ""):
@@ -317,6 +318,11 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
         else:
             rank_cpus = computed[index]
             bind = "|".join(format_cpulist(cpus) for cpus in rank_cpus)
+        if bind not in BIND_KEYWORDS:
+            for cpu in (cpu for cpus in rank_cpus for cpu in cpus):
+                if claimed.setdefault(cpu, names[index]) != names[index]:
+                    raise TuningError("%s binds CPU %d, which instance %s already uses: instances must not share CPUs."
+                                      % (variable + ".omp_threads_bind", cpu, claimed[cpu]))
         model_dtype = dtype(facts, item.get("dtype"), variable + ".dtype")
         if item.get("model_weights_gib") not in (None, ""):
             weights = _number(item["model_weights_gib"], variable + ".model_weights_gib")

@@ -42,7 +42,7 @@ notes:
 seealso:
   - name: Tuning rules and per-platform results
     description: How each vLLM setting is derived from these facts.
-    link: https://github.com/arm-inference/vllm/blob/main/docs/tuning.md
+    link: https://github.com/arm-inference/ansible-collection-vllm/blob/main/docs/tuning.md
 """
 
 EXAMPLES = r"""

@@ -159,3 +159,10 @@ def test_bad_instances(superchip, instances, message):
 def test_reserved_cpus_that_leave_nothing(small_n1):
     with pytest.raises(tuning.TuningError, match="vllm_serve_reserved_cpus_per_rank=2 leaves no CPU"):
         tuning.serve_profile(small_n1, [{"model_params_billion": 0.5}], reserved_cpus_per_rank=2)
+
+
+def test_instances_must_not_share_cpus(superchip):
+    with pytest.raises(tuning.TuningError, match="instances\\[1\\].omp_threads_bind binds CPU 60, which instance a already uses"):
+        tuning.serve_profile(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "60-70"}])
+    first, second = tuning.serve_profile(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "100-110"}])
+    assert second["omp_threads_bind"] == "100-110"
