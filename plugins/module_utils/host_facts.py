@@ -277,9 +277,12 @@ def _node_facts(nodes, online, usable, meminfo, warnings):
         )
         nodes = {0: {"cpus": format_cpulist(online), "memory_kib": meminfo.get("MemTotal")}}
     result = []
+    in_nodes = set()
     for node_id in sorted(nodes):
         node = nodes[node_id]
-        cpus = [cpu for cpu in parse_cpulist(node.get("cpus"), "NUMA node %d cpulist" % node_id) if cpu in online]
+        listed = parse_cpulist(node.get("cpus"), "NUMA node %d cpulist" % node_id)
+        in_nodes.update(listed)
+        cpus = [cpu for cpu in listed if cpu in online]
         usable_cpus = [cpu for cpu in cpus if cpu in usable]
         memory_kib = node.get("memory_kib")
         result.append({
@@ -298,9 +301,6 @@ def _node_facts(nodes, online, usable, meminfo, warnings):
             )
         elif memory_kib is None:
             warnings.append("The memory of NUMA node %d is unknown." % node_id)
-    in_nodes = set()
-    for node in nodes.values():
-        in_nodes.update(parse_cpulist(node.get("cpus"), "NUMA node cpulist"))
     missing = set(online) - in_nodes
     if missing:
         warnings.append("Online CPUs %s belong to no NUMA node; they are not used for binding."
@@ -371,13 +371,12 @@ def build_host_facts(snapshot):
     meminfo = parse_meminfo(snapshot.get("meminfo"))
     nodes = _node_facts(snapshot.get("nodes"), online, usable, meminfo, warnings)
     total = meminfo.get("MemTotal")
+    node_mib = sum(node["memory_mib"] or 0 for node in nodes)
     if total is None:
-        node_total = sum(node["memory_mib"] or 0 for node in nodes) * 1024
-        total = node_total or None
+        total = node_mib * 1024 or None
         warnings.append("/proc/meminfo has no MemTotal: total memory is %s." % (
             "the sum of the NUMA nodes' memory" if total else "unknown"))
     available = meminfo.get("MemAvailable")
-    node_mib = sum(node["memory_mib"] or 0 for node in nodes)
     if total and node_mib and abs(node_mib * 1024 - total) > total * 0.1:
         warnings.append(
             "The NUMA nodes report %d MiB of memory but /proc/meminfo %d MiB: per-node budgets (KV cache) use "

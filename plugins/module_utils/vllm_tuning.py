@@ -42,13 +42,17 @@ def _describe_nodes(nodes):
     return ", ".join("node %d: CPUs %s" % (node["id"], node["usable_cpus"]) for node in nodes)
 
 
-def _positive_int(value, variable, allow_zero=False):
+def _convert(value, variable, convert, noun):
     if isinstance(value, bool):
-        raise TuningError("%s must be an integer, got %r." % (variable, value))
+        raise TuningError("%s must be %s, got %r." % (variable, noun, value))
     try:
-        number = int(value)
+        return convert(value)
     except (TypeError, ValueError):
-        raise TuningError("%s must be an integer, got %r." % (variable, value))
+        raise TuningError("%s must be %s, got %r." % (variable, noun, value))
+
+
+def _positive_int(value, variable, allow_zero=False):
+    number = _convert(value, variable, int, "an integer")
     if number != value and str(number) != str(value).strip():
         raise TuningError("%s must be a whole number, got %r." % (variable, value))
     if number < 0 or (number == 0 and not allow_zero):
@@ -57,12 +61,7 @@ def _positive_int(value, variable, allow_zero=False):
 
 
 def _number(value, variable, minimum=0.0):
-    if isinstance(value, bool):
-        raise TuningError("%s must be a number, got %r." % (variable, value))
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise TuningError("%s must be a number, got %r." % (variable, value))
+    number = _convert(value, variable, float, "a number")
     if math.isnan(number) or number < minimum:
         raise TuningError("%s must be a number >= %s, got %r." % (variable, minimum, value))
     return number
