@@ -90,8 +90,9 @@ def tensor_parallel_size(facts, instances=1, override=None, variable="vllm_serve
     return size
 
 
-def _rank_cpus(facts, instances, tp_size, reserved):
-    """CPUs of every rank of every instance: [[rank0 cpus, rank1 cpus], ...] (reserved CPUs removed)."""
+def _rank_cpus(facts, instances, tp_size, reserved, with_reserved=False):
+    """CPUs of every rank of every instance: [[rank0 cpus, rank1 cpus], ...], reserved CPUs removed
+    unless with_reserved."""
     nodes = _usable_nodes(facts)
     ranks = instances * tp_size
     if ranks <= len(nodes):
@@ -115,7 +116,7 @@ def _rank_cpus(facts, instances, tp_size, reserved):
                 % (reserved, len(chunk), format_cpulist(chunk)))
         # The last CPUs of each rank stay free for the API server and tokenizer, as in vLLM's docs
         # (bind 0-30 on a 32-core host).
-        bound.append(chunk[:len(chunk) - reserved] if reserved else chunk)
+        bound.append(chunk[:len(chunk) - reserved] if reserved and not with_reserved else chunk)
     return [bound[index * tp_size:(index + 1) * tp_size] for index in range(instances)]
 
 
@@ -307,16 +308,21 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
     node_count = len(_usable_nodes(facts))
     ranks_per_node = max(1, ranks // node_count) if ranks > node_count else 1
     computed = _rank_cpus(facts, len(instances), tp_size, reserved)
+    occupied = _rank_cpus(facts, len(instances), tp_size, reserved, with_reserved=True)
     profiles = []
     claimed = {}
     for index, item in enumerate(instances):
         variable = "vllm_serve_instances[%d]" % index
+        # The CPUs the whole instance may run on (its ranks plus their reserved CPUs); only known
+        # when the layout is computed, a user's own bind string says nothing about the rest.
+        instance_cpus = ""
         if item.get("omp_threads_bind") not in (None, ""):
             bind = validate_bind(facts, item["omp_threads_bind"], tp_size, variable + ".omp_threads_bind")
             rank_cpus = computed[index] if bind in BIND_KEYWORDS else [parse_cpulist(g) for g in bind.split("|")]
         else:
             rank_cpus = computed[index]
             bind = "|".join(format_cpulist(cpus) for cpus in rank_cpus)
+            instance_cpus = format_cpulist(sorted(cpu for cpus in occupied[index] for cpu in cpus))
         if bind not in BIND_KEYWORDS:
             for cpu in (cpu for cpus in rank_cpus for cpu in cpus):
                 if claimed.setdefault(cpu, names[index]) != names[index]:
@@ -342,6 +348,7 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
             "tensor_parallel_size": tp_size,
             "omp_threads_bind": bind,
             "omp_threads": sum(len(cpus) for cpus in rank_cpus),
+            "instance_cpus": instance_cpus,
             "reserved_cpus_per_rank": reserved,
             "kv_cache_gib": kv,
             "model_weights_gib": round(weights, 2),

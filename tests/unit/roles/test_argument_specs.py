@@ -20,7 +20,7 @@ def _load(role):
 
 
 def test_every_role_is_checked():
-    assert {"build_deps", "tcmalloc", "python_venv"} <= set(ROLES)
+    assert {"build_deps", "tcmalloc", "python_venv", "vllm_serve"} <= set(ROLES)
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -45,7 +45,15 @@ def test_spec_defaults_match_defaults_file(role):
         assert option.get("description"), "%s has no description" % name
 
 
-@pytest.mark.parametrize("role", ROLES)
+# Roles that install OS packages load <OS>-<major>.yml; a role that loads none needs no such files.
+OS_VARS_ROLES = [role for role in ROLES if any(path.name != "main.yml" for path in (ROLES_DIR / role / "vars").glob("*.yml"))]
+
+
+def test_package_installing_roles_have_os_vars():
+    assert {"build_deps", "tcmalloc", "python_venv"} <= set(OS_VARS_ROLES)
+
+
+@pytest.mark.parametrize("role", OS_VARS_ROLES)
 def test_every_platform_vars_file_exists(role):
     from ansible_collections.arm_inference.vllm.plugins.filter.platform import PLATFORMS
 

@@ -1,0 +1,27 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter behind the vllm_serve role's templates; the logic is in module_utils/vllm_serve.py and the
+documentation in vllm_serve_units.yml next to this file."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
+
+_REQUIRED = ("architecture", "cpu", "cpus", "numa_nodes", "memory")
+
+
+def vllm_serve_units(host, instances, settings=None):
+    if not isinstance(host, dict) or any(key not in host for key in _REQUIRED):
+        raise AnsibleFilterError(
+            "vllm_serve_units takes ansible_facts.arm_inference_host: run arm_inference.vllm.host_facts first")
+    try:
+        return vllm_serve.serve_units(host, instances, settings)
+    except vllm_serve.ServeError as error:
+        raise AnsibleFilterError(str(error))
+
+
+class FilterModule:
+    def filters(self):
+        return {"vllm_serve_units": vllm_serve_units}

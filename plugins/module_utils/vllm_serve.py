@@ -1,0 +1,301 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What each vLLM serve unit gets: validated instance settings merged with the host's tuning.
+
+serve_units() is the single place that turns role variables plus host facts into the strings the
+vllm_serve templates print (ExecStart, environment file lines, CPUAffinity). The templates add no
+logic of their own, so the unit a pytest renders from a sample is the unit a host gets.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import (
+    HostFactsError,
+    format_cpulist,
+    parse_cpulist,
+)
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_tuning import (
+    TuningError,
+    serve_profile,
+)
+
+TUNING_KEYS = ("tensor_parallel_size", "omp_threads_bind", "kv_cache_gib", "dtype", "onednn_fpmath_mode",
+               "model_weights_gib", "model_params_billion")
+SERVE_KEYS = ("name", "model", "served_model_name", "host", "port", "max_model_len", "max_num_batched_tokens",
+              "max_num_seqs", "block_size", "extra_args", "environment", "cpu_affinity")
+INSTANCE_KEYS = SERVE_KEYS + TUNING_KEYS
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PLAIN_ARGUMENT = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+UNIT_PREFIX = "vllm-serve-"
+OPTIONAL_INT_FLAGS = (("max_model_len", "--max-model-len"), ("max_num_batched_tokens", "--max-num-batched-tokens"),
+                      ("max_num_seqs", "--max-num-seqs"), ("block_size", "--block-size"))
+# Flags the role sets from its own variables; passing them again in extra_args would silently win or
+# clash (and --api-key would put the secret on the command line).
+MANAGED_FLAGS = ("--model", "--host", "--port", "--api-key", "--dtype", "--tensor-parallel-size", "-tp",
+                 "--served-model-name", "--max-model-len", "--max-num-batched-tokens", "--max-num-seqs",
+                 "--block-size", "--distributed-executor-backend", "--uds")
+# Variables the role computes (set them through the instance keys instead), and variables that
+# switch off vLLM safeguards (CVE-2026-41523: asserts skipped under -O; pickle over ZMQ; dev routes).
+MANAGED_ENVIRONMENT = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU",
+                       "ONEDNN_DEFAULT_FPMATH_MODE", "LD_PRELOAD", "VLLM_API_KEY")
+FORBIDDEN_ENVIRONMENT = ("PYTHONOPTIMIZE", "VLLM_ALLOW_INSECURE_SERIALIZATION", "VLLM_SERVER_DEV_MODE")
+
+
+class ServeError(ValueError):
+    """An instance setting is invalid; the message names the variable and what is allowed."""
+
+
+def _no_control_characters(value, variable):
+    text = str(value)
+    if any(ord(char) < 32 or ord(char) == 127 for char in text):
+        raise ServeError("%s must not contain control characters such as newlines." % variable)
+    return text
+
+
+def _optional_positive_int(value, variable):
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool):
+        raise ServeError("%s must be a positive integer or empty (vLLM's default), got %r." % (variable, value))
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ServeError("%s must be a positive integer or empty (vLLM's default), got %r." % (variable, value))
+    if number < 1:
+        raise ServeError("%s must be a positive integer or empty (vLLM's default), got %r." % (variable, value))
+    return number
+
+
+def _port(value, variable):
+    number = _optional_positive_int(value, variable)
+    if number is None or number > 65535:
+        raise ServeError("%s must be a TCP port between 1 and 65535, got %r." % (variable, value))
+    return number
+
+
+def _bind_address(value, variable):
+    text = str(value).strip()
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        raise ServeError("%s must be an IP address to listen on (127.0.0.1, ::1, an interface address, 0.0.0.0 "
+                         "or ::), got %r." % (variable, value))
+
+
+def _model(value, variable):
+    text = _no_control_characters(value if value is not None else "", variable).strip()
+    if not text:
+        raise ServeError("%s is required: a local model directory (absolute path) or a Hugging Face hub id such "
+                         "as org/name." % variable)
+    if not text.startswith("/") and not MODEL_ID_PATTERN.match(text):
+        raise ServeError("%s must be an absolute path or a hub id such as org/name, got %r." % (variable, text))
+    return text
+
+
+def _extra_args(value, variable):
+    if value in (None, ""):
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise ServeError("%s must be a list of strings, one argument each, got %r." % (variable, value))
+    arguments = [_no_control_characters(item, "%s[%d]" % (variable, index)) for index, item in enumerate(value)]
+    for argument in arguments:
+        flag = argument.split("=", 1)[0]
+        if flag in MANAGED_FLAGS:
+            raise ServeError("%s must not contain %s: the role sets it (instance keys model, served_model_name, "
+                             "host, port, dtype, tensor_parallel_size, max_model_len, max_num_batched_tokens, "
+                             "max_num_seqs, block_size; the API key comes from vllm_serve_api_key)."
+                             % (variable, flag))
+    return arguments
+
+
+def _environment(value, variable):
+    if value in (None, ""):
+        return {}
+    if not isinstance(value, dict):
+        raise ServeError("%s must be a mapping of variable names to values, got %r." % (variable, value))
+    result = {}
+    for key, item in value.items():
+        key = str(key)
+        if not ENV_NAME_PATTERN.match(key):
+            raise ServeError("%s has an invalid variable name %r." % (variable, key))
+        if key in MANAGED_ENVIRONMENT:
+            raise ServeError("%s must not set %s: the role computes it (use the instance keys kv_cache_gib, "
+                             "omp_threads_bind, onednn_fpmath_mode, vllm_serve_reserved_cpus_per_rank, "
+                             "vllm_serve_tcmalloc_path, vllm_serve_api_key)." % (variable, key))
+        if key in FORBIDDEN_ENVIRONMENT:
+            raise ServeError("%s must not set %s: it disables a vLLM safeguard (%s are refused)."
+                             % (variable, key, ", ".join(FORBIDDEN_ENVIRONMENT)))
+        if isinstance(item, bool):
+            item = "1" if item else "0"
+        result[key] = _no_control_characters("" if item is None else item, "%s.%s" % (variable, key))
+    return result
+
+
+def _cpu_affinity(facts, value, computed, variable):
+    if value is None:
+        return computed
+    text = str(value).strip()
+    if not text:
+        return ""
+    try:
+        cpus = parse_cpulist(text)
+    except HostFactsError as error:
+        raise ServeError("%s: %s" % (variable, error))
+    usable = set(parse_cpulist(facts["cpus"]["usable"]))
+    missing = sorted(set(cpus) - usable)
+    if missing:
+        raise ServeError("%s names CPUs this host cannot use (%s); usable CPUs: %s."
+                         % (variable, format_cpulist(missing), facts["cpus"]["usable"]))
+    return format_cpulist(cpus)
+
+
+def systemd_quote(argument):
+    """One ExecStart argument, quoted for systemd's command-line parser (specifiers and $ escaped)."""
+    text = str(argument)
+    if not PLAIN_ARGUMENT.match(text):
+        text = '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+    return text.replace("%", "%%").replace("$", "$$")
+
+
+def environment_line(key, value):
+    """KEY="value" for an EnvironmentFile (double quotes keep spaces; backslash escapes \\ and ")."""
+    return '%s="%s"' % (key, str(value).replace("\\", "\\\\").replace('"', '\\"'))
+
+
+def _instances(value):
+    if value in (None, ""):
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ServeError("vllm_serve_instances must be a list of mappings (one per vLLM server), got %r." % (value,))
+    for index, item in enumerate(value):
+        unknown = sorted(str(key) for key in item if key not in INSTANCE_KEYS)
+        if unknown:
+            raise ServeError("vllm_serve_instances[%d] has unknown key(s) %s; allowed keys: %s."
+                             % (index, ", ".join(unknown), ", ".join(INSTANCE_KEYS)))
+    return value
+
+
+def serve_units(facts, instances, settings):
+    """Everything the unit and environment templates print, one dict per instance.
+
+    settings: the role-wide values (keys of DEFAULT_SETTINGS); instance keys override the
+    instance-level ones (model, host, port, ...). An empty instance list is valid: no unit.
+    """
+    merged = dict(DEFAULT_SETTINGS)
+    merged.update({key: value for key, value in (settings or {}).items() if key in DEFAULT_SETTINGS})
+    items = _instances(instances)
+    if not items:
+        return []
+    try:
+        profiles = serve_profile(facts, [{key: item[key] for key in TUNING_KEYS if key in item} for item in items],
+                                 merged["reserved_cpus_per_rank"], merged["kv_cache_min_gib"],
+                                 merged["memory_headroom_gib"])
+    except (TuningError, HostFactsError) as error:
+        raise ServeError(str(error))
+    base_port = _port(merged["port"], "vllm_serve_port")
+    units = []
+    ports = {}
+    for index, (item, profile) in enumerate(zip(items, profiles)):
+        variable = "vllm_serve_instances[%d]" % index
+        name = str(item.get("name") or ("main" if len(items) == 1 else "vllm%d" % index))
+        if not NAME_PATTERN.match(name):
+            raise ServeError("%s.name must be 1-40 characters of a-z, 0-9, '-' and '_', starting with a letter or "
+                             "digit, got %r." % (variable, name))
+        model = _model(item.get("model", merged["model"]), "%s.model (or vllm_serve_model)" % variable)
+        port = _port(item["port"], variable + ".port") if item.get("port") not in (None, "") else base_port + index
+        if port in ports:
+            raise ServeError("%s.port %d is already used by instance %s: every instance needs its own port."
+                             % (variable, port, ports[port]))
+        ports[port] = name
+        host_variable = variable + ".host" if "host" in item else "vllm_serve_host"
+        address = _bind_address(item.get("host", merged["host"]), host_variable)
+        if not address.is_loopback and not merged["api_key_configured"] and not merged["allow_unauthenticated"]:
+            raise ServeError(
+                "%s is %s, reachable from other machines, but no API key is configured: set vllm_serve_api_key "
+                "(or vllm_serve_api_key_file), bind 127.0.0.1, or set vllm_serve_allow_unauthenticated_remote: "
+                "true if a proxy in front does the authentication." % (host_variable, address))
+        health_host = "127.0.0.1" if address.is_unspecified and address.version == 4 else (
+            "::1" if address.is_unspecified else str(address))
+        arguments = ["--model", model]
+        served = item.get("served_model_name", merged["served_model_name"])
+        if served not in (None, ""):
+            arguments += ["--served-model-name", _no_control_characters(served, variable + ".served_model_name")]
+        arguments += ["--host", str(address), "--port", str(port)] + profile["arguments"]
+        for key, flag in OPTIONAL_INT_FLAGS:
+            source = "%s.%s" % (variable, key) if key in item else "vllm_serve_%s" % key
+            number = _optional_positive_int(item.get(key, merged[key]), source)
+            if number is not None:
+                arguments += [flag, str(number)]
+        arguments += _extra_args(merged["extra_args"], "vllm_serve_extra_args")
+        arguments += _extra_args(item.get("extra_args"), variable + ".extra_args")
+
+        state_dir = "%s/%s" % (merged["state_root"], name)
+        cache_dir = "%s/%s" % (merged["cache_root"], name)
+        environment = dict(profile["environment"])
+        environment.update({
+            "HOME": state_dir,
+            "XDG_CACHE_HOME": cache_dir,
+            "HF_HOME": cache_dir + "/huggingface",
+            "VLLM_CACHE_ROOT": cache_dir + "/vllm",
+            "TORCHINDUCTOR_CACHE_DIR": cache_dir + "/torchinductor",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        })
+        if merged["offline"]:
+            environment.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        if merged["tcmalloc_path"]:
+            environment["LD_PRELOAD"] = _no_control_characters(merged["tcmalloc_path"], "vllm_serve_tcmalloc_path")
+        environment.update(_environment(merged["environment"], "vllm_serve_environment"))
+        environment.update(_environment(item.get("environment"), variable + ".environment"))
+
+        command = [merged["venv_path"] + "/bin/python", "-I", merged["launcher_path"]] + arguments
+        units.append({
+            "name": name,
+            "unit": "%s%s.service" % (UNIT_PREFIX, name),
+            "model": model,
+            "host": str(address),
+            "port": port,
+            "health_url": "http://%s:%d/health" % ("[%s]" % health_host if ":" in health_host else health_host,
+                                                   port),
+            "state_dir": state_dir,
+            "cache_dir": cache_dir,
+            "cpu_affinity": _cpu_affinity(facts, item.get("cpu_affinity"), profile["instance_cpus"],
+                                          variable + ".cpu_affinity"),
+            "environment": dict(sorted(environment.items())),
+            "environment_lines": [environment_line(key, value) for key, value in sorted(environment.items())],
+            "arguments": arguments,
+            "exec_start": " ".join(systemd_quote(part) for part in command),
+            "profile": profile,
+        })
+    return units
+
+
+DEFAULT_SETTINGS = {
+    "model": "",
+    "served_model_name": "",
+    "host": "127.0.0.1",
+    "port": 8000,
+    "max_model_len": None,
+    "max_num_batched_tokens": None,
+    "max_num_seqs": None,
+    "block_size": None,
+    "extra_args": [],
+    "environment": {},
+    "reserved_cpus_per_rank": 1,
+    "kv_cache_min_gib": 1,
+    "memory_headroom_gib": None,
+    "venv_path": "/opt/vllm/venv",
+    "launcher_path": "/usr/local/libexec/arm-inference/vllm-serve-launch",
+    "state_root": "/var/lib/vllm-serve",
+    "cache_root": "/var/cache/vllm-serve",
+    "tcmalloc_path": "",
+    "offline": True,
+    "api_key_configured": False,
+    "allow_unauthenticated": False,
+}

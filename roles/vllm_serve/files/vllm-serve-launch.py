@@ -1,0 +1,34 @@
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Start vLLM's OpenAI-compatible server with the API key from the unit's systemd credential.
+
+vLLM reads its key only from --api-key or VLLM_API_KEY. Both would expose it: the command line in
+ps and /proc/<pid>/cmdline, the environment in systemctl show and /proc/<pid>/environ of every
+child. Appending the key to sys.argv inside this process reaches vLLM's argument parser while the
+kernel keeps showing the original command line, and vLLM (>= 0.2x) logs api_key as "***".
+Usage (the unit's ExecStart): <venv>/bin/python -I vllm-serve-launch <vllm server arguments>
+"""
+
+import os
+import runpy
+import sys
+
+CREDENTIAL = "api_key"
+ENTRY_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+def main():
+    arguments = sys.argv[1:]
+    directory = os.environ.get("CREDENTIALS_DIRECTORY")
+    if directory and os.path.exists(os.path.join(directory, CREDENTIAL)):
+        with open(os.path.join(directory, CREDENTIAL), encoding="utf-8") as handle:
+            key = handle.read().strip()
+        if not key:
+            sys.exit("vllm-serve-launch: the api_key credential is empty; refusing to start without a key")
+        arguments += ["--api-key", key]
+    sys.argv = [ENTRY_MODULE] + arguments
+    runpy.run_module(ENTRY_MODULE, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
