@@ -1,0 +1,132 @@
+"""serve_units: instance validation (each error names the variable) and what the unit gets."""
+
+from __future__ import annotations
+
+import pytest
+
+import published_samples
+from ansible_collections.arm_inference.vllm.plugins.filter.vllm_serve import vllm_serve_units
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import (
+    ServeError,
+    environment_line,
+    serve_units,
+    systemd_quote,
+)
+from ansible.errors import AnsibleFilterError
+
+MODEL = "/srv/models/tiny"
+
+
+@pytest.fixture(scope="module")
+def superchip():
+    return build_host_facts(published_samples.load_sample("grace-superchip"))
+
+
+@pytest.fixture(scope="module")
+def altra():
+    return build_host_facts(published_samples.load_sample("altra-q80-1p"))
+
+
+def _error(facts, instances, settings=None):
+    with pytest.raises(ServeError) as caught:
+        serve_units(facts, instances, dict({"model": MODEL}, **(settings or {})))
+    return str(caught.value)
+
+
+def test_single_instance_defaults(altra):
+    [unit] = serve_units(altra, [{}], {"model": MODEL, "tcmalloc_path": "/usr/lib/libtcmalloc_minimal.so.4"})
+    assert unit["name"] == "main" and unit["unit"] == "vllm-serve-main.service"
+    assert unit["port"] == 8000 and unit["host"] == "127.0.0.1"
+    assert unit["health_url"] == "http://127.0.0.1:8000/health"
+    assert unit["arguments"][:6] == ["--model", MODEL, "--host", "127.0.0.1", "--port", "8000"]
+    # Altra (Neoverse-N1) has no bf16: float32, no fpmath variable.
+    assert "--dtype" in unit["arguments"] and unit["arguments"][unit["arguments"].index("--dtype") + 1] == "float32"
+    assert "ONEDNN_DEFAULT_FPMATH_MODE" not in unit["environment"]
+    assert unit["environment"]["LD_PRELOAD"] == "/usr/lib/libtcmalloc_minimal.so.4"
+    assert unit["environment"]["HF_HUB_OFFLINE"] == "1"
+    assert unit["cpu_affinity"] == "0-79" and unit["environment"]["VLLM_CPU_OMP_THREADS_BIND"] == "0-78"
+    assert unit["exec_start"].startswith("/opt/vllm/venv/bin/python -I /usr/local/libexec/arm-inference/")
+
+
+def test_one_instance_per_node_gets_its_own_port_cpus_and_dirs(superchip):
+    units = serve_units(superchip, [{"name": "node0", "tensor_parallel_size": 1},
+                                    {"name": "node1", "tensor_parallel_size": 1, "port": 9000}], {"model": MODEL})
+    assert [unit["port"] for unit in units] == [8000, 9000]
+    assert [unit["cpu_affinity"] for unit in units] == ["0-71", "72-143"]
+    assert units[0]["state_dir"] != units[1]["state_dir"]
+    assert "ONEDNN_DEFAULT_FPMATH_MODE" in units[0]["environment"]
+
+
+def test_empty_instance_list_means_no_units(altra):
+    assert serve_units(altra, [], {}) == []
+    assert serve_units(altra, None, {}) == []
+
+
+def test_wildcard_bind_is_checked_on_loopback(altra):
+    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], {"model": MODEL, "api_key_configured": True})
+    assert unit["health_url"] == "http://127.0.0.1:8000/health"
+    [unit] = serve_units(altra, [{"host": "::"}], {"model": MODEL, "api_key_configured": True})
+    assert unit["health_url"] == "http://[::1]:8000/health"
+
+
+@pytest.mark.parametrize("instances, settings, expected", [
+    ([{"host": "0.0.0.0"}], {}, "vllm_serve_instances[0].host is 0.0.0.0, reachable from other machines"),
+    ([{}], {"host": "10.0.0.5"}, "vllm_serve_host is 10.0.0.5"),
+    ([{}], {"host": "myhost"}, "vllm_serve_host must be an IP address"),
+    ([{"model": ""}], {"model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model) is required"),
+    ([{"model": "not a model"}], {}, "must be an absolute path or a hub id"),
+    ([{"name": "Bad Name"}], {}, "vllm_serve_instances[0].name must be"),
+    ([{"name": "a"}, {"name": "b", "port": 8000}], {}, "vllm_serve_instances[1].port 8000 is already used by instance a"),
+    ([{"port": 70000}], {}, "vllm_serve_instances[0].port must be a TCP port"),
+    ([{"prot": 8001}], {}, "vllm_serve_instances[0] has unknown key(s) prot"),
+    ([{"extra_args": ["--api-key=x"]}], {}, "vllm_serve_instances[0].extra_args must not contain --api-key"),
+    ([{}], {"extra_args": ["--port", "1"]}, "vllm_serve_extra_args must not contain --port"),
+    ([{"extra_args": "--foo"}], {}, "vllm_serve_instances[0].extra_args must be a list"),
+    ([{"environment": {"PYTHONOPTIMIZE": "1"}}], {}, "must not set PYTHONOPTIMIZE: it disables a vLLM safeguard"),
+    ([{}], {"environment": {"VLLM_API_KEY": "k"}}, "vllm_serve_environment must not set VLLM_API_KEY"),
+    ([{"environment": {"A": "x\ny"}}], {}, "vllm_serve_instances[0].environment.A must not contain control"),
+    ([{"max_model_len": 0}], {}, "vllm_serve_instances[0].max_model_len must be a positive integer"),
+    ([{}], {"max_num_seqs": "many"}, "vllm_serve_max_num_seqs must be a positive integer"),
+    ([{"cpu_affinity": "0-500"}], {}, "vllm_serve_instances[0].cpu_affinity names CPUs this host cannot use"),
+    ([{"kv_cache_gib": 100000}], {}, "vllm_serve_instances[0].kv_cache_gib"),
+    ("main", {}, "vllm_serve_instances must be a list of mappings"),
+])
+def test_bad_input_names_the_variable(altra, instances, settings, expected):
+    assert expected in _error(altra, instances, settings)
+
+
+def test_remote_bind_allowed_with_key_or_explicit_override(altra):
+    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "api_key_configured": True})
+    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "allow_unauthenticated": True})
+
+
+def test_quoting_for_systemd_and_environment_files():
+    assert systemd_quote("--model") == "--model"
+    assert systemd_quote("a b") == '"a b"'
+    assert systemd_quote('say "hi"\\') == '"say \\"hi\\"\\\\"'
+    assert systemd_quote("50%") == '"50%%"'
+    assert systemd_quote("$HOME") == '"$$HOME"'
+    assert environment_line("A", 'x "y" \\z') == 'A="x \\"y\\" \\\\z"'
+
+
+def test_extra_args_and_served_name_reach_the_command_line(altra):
+    [unit] = serve_units(altra, [{"served_model_name": "my model", "extra_args": ["--enforce-eager"],
+                                  "max_model_len": 4096}], {"model": MODEL, "extra_args": ["--disable-log-requests"]})
+    assert '--served-model-name "my model"' in unit["exec_start"]
+    assert unit["arguments"][-2:] == ["--disable-log-requests", "--enforce-eager"]
+    assert "--max-model-len 4096" in unit["exec_start"]
+
+
+def test_user_bind_string_leaves_affinity_to_the_user(altra):
+    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31"}], {"model": MODEL})
+    assert unit["cpu_affinity"] == ""
+    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31", "cpu_affinity": "0-32"}], {"model": MODEL})
+    assert unit["cpu_affinity"] == "0-32"
+
+
+def test_filter_turns_errors_into_filter_errors(altra):
+    with pytest.raises(AnsibleFilterError, match="vllm_serve_instances\\[0\\].port"):
+        vllm_serve_units(altra, [{"port": 0}], {"model": MODEL})
+    with pytest.raises(AnsibleFilterError, match="run arm_inference.vllm.host_facts first"):
+        vllm_serve_units({}, [{}], {})
