@@ -43,7 +43,7 @@ MANAGED_FLAGS = ("--model", "--host", "--port", "--api-key", "--dtype", "--tenso
 # Variables the role computes (set them through the instance keys instead), and variables that
 # switch off vLLM safeguards (CVE-2026-41523: asserts skipped under -O; pickle over ZMQ; dev routes).
 MANAGED_ENVIRONMENT = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU",
-                       "ONEDNN_DEFAULT_FPMATH_MODE", "LD_PRELOAD", "VLLM_API_KEY")
+                       "ONEDNN_DEFAULT_FPMATH_MODE", "LD_PRELOAD", "VLLM_API_KEY", "VLLM_SERVE_API_KEY_REQUIRED")
 FORBIDDEN_ENVIRONMENT = ("PYTHONOPTIMIZE", "VLLM_ALLOW_INSECURE_SERIALIZATION", "VLLM_SERVER_DEV_MODE")
 
 
@@ -222,6 +222,7 @@ def serve_units(facts, instances, settings):
                 "true if a proxy in front does the authentication." % (host_variable, address))
         health_host = "127.0.0.1" if address.is_unspecified and address.version == 4 else (
             "::1" if address.is_unspecified else str(address))
+        base_url = "http://%s:%d" % ("[%s]" % health_host if ":" in health_host else health_host, port)
         arguments = ["--model", model]
         served = item.get("served_model_name", merged["served_model_name"])
         if served not in (None, ""):
@@ -249,6 +250,9 @@ def serve_units(facts, instances, settings):
         })
         if merged["offline"]:
             environment.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        if merged["api_key_configured"]:
+            # The launcher refuses to start without the credential instead of serving unauthenticated.
+            environment["VLLM_SERVE_API_KEY_REQUIRED"] = "1"
         if merged["tcmalloc_path"]:
             environment["LD_PRELOAD"] = _no_control_characters(merged["tcmalloc_path"], "vllm_serve_tcmalloc_path")
         environment.update(_environment(merged["environment"], "vllm_serve_environment"))
@@ -261,8 +265,8 @@ def serve_units(facts, instances, settings):
             "model": model,
             "host": str(address),
             "port": port,
-            "health_url": "http://%s:%d/health" % ("[%s]" % health_host if ":" in health_host else health_host,
-                                                   port),
+            "health_url": "%s/health" % base_url,
+            "models_url": "%s/v1/models" % base_url,
             "state_dir": state_dir,
             "cache_dir": cache_dir,
             "cpu_affinity": _cpu_affinity(facts, item.get("cpu_affinity"), profile["instance_cpus"],

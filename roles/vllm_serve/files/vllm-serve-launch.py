@@ -19,13 +19,18 @@ ENTRY_MODULE = "vllm.entrypoints.openai.api_server"
 
 def main():
     arguments = sys.argv[1:]
-    directory = os.environ.get("CREDENTIALS_DIRECTORY")
-    if directory and os.path.exists(os.path.join(directory, CREDENTIAL)):
-        with open(os.path.join(directory, CREDENTIAL), encoding="utf-8") as handle:
+    directory = os.environ.get("CREDENTIALS_DIRECTORY", "")
+    path = os.path.join(directory, CREDENTIAL) if directory else ""
+    key = ""
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
             key = handle.read().strip()
-        if not key:
-            sys.exit("vllm-serve-launch: the api_key credential is empty; refusing to start without a key")
+    if key:
         arguments += ["--api-key", key]
+    elif os.environ.get("VLLM_SERVE_API_KEY_REQUIRED") == "1":
+        # Fail closed: serving without the key the operator configured would expose the /v1 routes.
+        sys.exit("vllm-serve-launch: an API key is configured but the systemd credential %r is missing or empty "
+                 "(CREDENTIALS_DIRECTORY=%r); refusing to start unauthenticated" % (CREDENTIAL, directory))
     sys.argv = [ENTRY_MODULE] + arguments
     runpy.run_module(ENTRY_MODULE, run_name="__main__", alter_sys=True)
 

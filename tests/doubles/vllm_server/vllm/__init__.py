@@ -1,0 +1,1 @@
+"""Test double of vLLM (see tests/doubles/vllm_server/README.md)."""
