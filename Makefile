@@ -10,8 +10,10 @@ ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 NATIVE_IMAGE := debian12-$(ARCH)
 # The debian13 scenario (plain container, see its molecule.yml) is not in the default list: it adds
 # a long emulated image build and converge, and its systemd cannot boot on cgroup v1 hosts anyway.
-MOLECULE_SCENARIOS ?= default
+# engine: the real vLLM behind vllm_serve, natively on amd64 (no aarch64 CPU torch is reachable).
+MOLECULE_SCENARIOS ?= default engine
 SCENARIO_IMAGE_default := debian12-arm64
+SCENARIO_IMAGE_engine := debian12-amd64
 SCENARIO_IMAGE_debian13 := debian13-arm64
 # Integration tests run natively: a supported OS and a real unsupported one (Debian testing).
 INTEGRATION_IMAGES := $(NATIVE_IMAGE) debian-testing-$(ARCH)
@@ -65,6 +67,7 @@ integration: setup build
 molecule: setup
 	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 	$(HARNESS) binfmt
+	$(if $(filter engine,$(MOLECULE_SCENARIOS)),$(HARNESS) wheelhouse)
 	for scenario in $(MOLECULE_SCENARIOS); do molecule test -s $$scenario; done
 
 # Stages in order, each timed, stopping at the first failure.

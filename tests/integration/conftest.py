@@ -38,7 +38,8 @@ class Container:
         """What a role must not touch when it fails in preflight: packages, users, its directories."""
         probe = (
             "dpkg-query -W -f '${Package} ${Version}\\n' | sha256sum; getent passwd vllm; getent group vllm; "
-            "ls -d /opt/vllm /var/lib/vllm 2>/dev/null; true"
+            "getent passwd vllm-serve; ls -d /opt/vllm /var/lib/vllm /etc/vllm-serve /usr/local/libexec/arm-inference "
+            "/etc/systemd/system/vllm-serve-* 2>/dev/null; true"
         )
         return self.exec(probe).stdout
 

@@ -9,6 +9,9 @@ SECRET = "s3cr3t-token"
 # is x86_64, so the other build_deps cases relax that floor to reach the check they are about.
 RELAXED_FLOOR = {"build_deps_compiler_floor_policy": "warn"}
 
+# vllm_serve without the tcmalloc role: the cases below are about other variables.
+SERVE = {"vllm_serve_model": "/srv/models/m", "vllm_serve_preload_tcmalloc": False}
+
 CASES = [
     # role, extra vars, words the error must contain
     ("build_deps", {"build_deps_rust_enabled": "maybe"}, ["build_deps_rust_enabled", "bool"]),
@@ -32,6 +35,16 @@ CASES = [
         {"python_venv_pip_index_url": "ftp://user:%s@mirror.example/simple" % SECRET},
         ["python_venv_pip_index_url", "http://, https:// or file://"],
     ),
+    ("vllm_serve", dict(SERVE, vllm_serve_host="0.0.0.0"), ["vllm_serve_host is 0.0.0.0", "no API key is configured"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main", "prot": 8001}]),
+     ["vllm_serve_instances[0] has unknown key(s) prot", "allowed keys"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_model=""), ["vllm_serve_model", "is required"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"kv_cache_gib": 100000}]), ["vllm_serve_instances[0].kv_cache_gib"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_extra_args=["--api-key", SECRET]), ["vllm_serve_extra_args must not contain --api-key"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_api_key=SECRET, vllm_serve_api_key_file="/etc/key"),
+     ["vllm_serve_api_key", "vllm_serve_api_key_file", "not both"]),
+    ("vllm_serve", {"vllm_serve_model": "/srv/models/m"}, ["vllm_serve_preload_tcmalloc", "vllm_serve_tcmalloc_path"]),
+    ("vllm_serve", SERVE, ["no vLLM found in vllm_serve_venv_path /opt/vllm/venv", "vllm_build"]),
 ]
 
 
@@ -49,7 +62,7 @@ def test_bad_input_fails_before_any_change(supported_host, tmp_path, role, varia
     assert supported_host.state() == before
 
 
-@pytest.mark.parametrize("role", ["build_deps", "tcmalloc", "python_venv"])
+@pytest.mark.parametrize("role", ["build_deps", "tcmalloc", "python_venv", "vllm_serve"])
 def test_unsupported_os_fails_naming_what_is_supported(unsupported_host, tmp_path, role):
     before = unsupported_host.state()
     result = unsupported_host.playbook(tmp_path, "arm_inference.vllm." + role, {})

@@ -1,0 +1,125 @@
+"""Verify the real vLLM engine behind the vllm_serve role (engine scenario, Debian 12 amd64).
+
+The client runs inside the container with the venv's official `openai` package (a vLLM
+dependency) and reads the API key from the root-only key file itself, so the key never travels on
+a command line. Figures (latency, batch throughput) are printed for the closing notes; they are
+not asserted, since a 2-core CI machine is noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import test_site
+
+testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as the site tests
+
+pytestmark = pytest.mark.skipif(os.environ.get("MOLECULE_SCENARIO_NAME") != "engine",
+                                reason="only the engine scenario runs the real vLLM")
+
+UNIT = "vllm-serve-main.service"
+PYTHON = "/opt/vllm/venv/bin/python"
+CLIENT = r"""
+import asyncio, json, time
+import openai
+
+key = open("/etc/vllm-serve/api_key").read().strip()
+base = "http://127.0.0.1:8000/v1"
+result = {}
+try:
+    openai.OpenAI(base_url=base, api_key="wrong-key").models.list()
+    result["without_key"] = "accepted"
+except openai.AuthenticationError as error:
+    result["without_key"] = error.status_code
+client = openai.OpenAI(base_url=base, api_key=key)
+result["models"] = [model.id for model in client.models.list().data]
+started = time.perf_counter()
+chat = client.chat.completions.create(model="tiny-llama", max_tokens=16,
+                                      messages=[{"role": "user", "content": "Hello from an Arm server"}])
+result["chat_seconds"] = round(time.perf_counter() - started, 3)
+result["chat_finish"] = chat.choices[0].finish_reason
+result["chat_tokens"] = chat.usage.completion_tokens
+
+
+async def batch():
+    aclient = openai.AsyncOpenAI(base_url=base, api_key=key)
+    async def one(index):
+        return await aclient.completions.create(model="tiny-llama", prompt="Request %d: the fox" % index,
+                                                max_tokens=64, temperature=0.8, seed=index)
+    started = time.perf_counter()
+    answers = await asyncio.gather(*(one(index) for index in range(8)))
+    return answers, time.perf_counter() - started
+
+answers, seconds = asyncio.run(batch())
+tokens = sum(answer.usage.completion_tokens for answer in answers)
+result["batch"] = {"requests": len(answers), "ok": sum(1 for a in answers if a.choices[0].text is not None),
+                   "completion_tokens": tokens, "seconds": round(seconds, 3),
+                   "tokens_per_second": round(tokens / seconds, 1)}
+print(json.dumps(result))
+"""
+
+
+@pytest.fixture(scope="module")
+def client_result(host):
+    output = host.check_output("%s - <<'EOF'\n%sEOF" % (PYTHON, CLIENT))
+    result = json.loads(output.strip().splitlines()[-1])
+    print("engine client figures:", json.dumps(result))
+    return result
+
+
+def test_models_chat_and_eight_concurrent_completions(client_result):
+    assert client_result["models"] == ["tiny-llama"]
+    assert client_result["chat_finish"] in ("stop", "length") and client_result["chat_tokens"] >= 1
+    batch = client_result["batch"]
+    assert batch["requests"] == 8 and batch["ok"] == 8 and batch["completion_tokens"] >= 8
+
+
+def test_api_key_is_enforced(client_result):
+    assert client_result["without_key"] == 401
+
+
+def test_engine_processes_have_tcmalloc_and_the_tuned_environment(host):
+    main_pid = int(host.check_output("systemctl show -P MainPID %s" % UNIT))
+    pids = [main_pid] + [int(pid) for pid in host.check_output(
+        "cat /proc/%d/task/*/children" % main_pid).split()]
+    # The API server and the EngineCore process it spawns.
+    assert len(pids) >= 2, pids
+    env = dict(line.split("=", 1) for line in host.check_output(
+        "tr '\\0' '\\n' < /proc/%d/environ" % main_pid).splitlines() if "=" in line)
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] and env["HF_HUB_OFFLINE"] == "1"
+    for pid in pids:
+        assert "libtcmalloc" in host.check_output("cat /proc/%d/maps" % pid), pid
+
+
+def test_key_is_absent_from_processes_journal_and_systemctl(host, client_result):
+    assert client_result["batch"]["ok"] == 8  # the key was in use
+    key = host.check_output("cat /etc/vllm-serve/api_key")
+    texts = {
+        "ps": host.check_output("cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' ' '; true"),
+        "systemctl show": host.check_output("systemctl show %s" % UNIT),
+        "journal": host.check_output("journalctl --no-pager -u %s" % UNIT),
+    }
+    for where, text in texts.items():
+        assert key not in text, where
+    # vLLM logs its non-default arguments with the key redacted; make sure that line exists.
+    assert "api_key" in texts["journal"] and "***" in texts["journal"]
+
+
+def test_version_below_the_security_floor_is_refused_and_the_server_keeps_running(host):
+    """vLLM 0.32.0 is installed; a floor of 0.33.0 must stop serve.yml in preflight, changing nothing."""
+    before = host.check_output("systemctl show -P MainPID %s; md5sum /etc/systemd/system/%s /etc/vllm-serve/main.env"
+                               % (UNIT, UNIT))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    run = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "arm_inference.vllm.serve",
+                          "-e", "vllm_serve_min_version=0.33.0"], capture_output=True, text=True, env=env, check=False)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0, output[-3000:]
+    assert "vLLM 0.32.0 in /opt/vllm/venv is older than vllm_serve_min_version 0.33.0" in output, output[-3000:]
+    assert "changed=0" in output
+    assert host.check_output("systemctl show -P MainPID %s; md5sum /etc/systemd/system/%s /etc/vllm-serve/main.env"
+                             % (UNIT, UNIT)) == before
