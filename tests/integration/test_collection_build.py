@@ -22,7 +22,8 @@ def test_tarball_ships_collection_content_only(tarball):
     with tarfile.open(tarball) as archive:
         names = archive.getnames()
     for required in ["MANIFEST.json", "meta/runtime.yml", "roles/tcmalloc/tasks/main.yml",
-                     "plugins/modules/shared_library_info.py", "playbooks/site.yml"]:
+                     "plugins/modules/shared_library_info.py", "playbooks/site.yml",
+                     "playbooks/serve.yml", "roles/vllm_serve/files/vllm-serve-launch.py"]:
         assert any(name == required or name.endswith("/" + required) for name in names), required
     for forbidden in ["tests/", "molecule/", ".venv/", ".cache/", "Makefile"]:
         assert not any(name.startswith(forbidden) for name in names), forbidden
@@ -54,6 +55,14 @@ def test_installed_tarball_runs_a_role_by_fqcn(tarball, tmp_path, supported_host
         ["ansible-doc", "-t", "filter", "arm_inference.vllm.vllm_serve_profile"],
         capture_output=True, text=True, check=True, env=only_fresh)
     assert "reserved_cpus_per_rank" in filter_docs.stdout
+    serve_docs = subprocess.run(
+        ["ansible-doc", "-t", "role", "arm_inference.vllm.vllm_serve"], capture_output=True, text=True, check=True,
+        env=only_fresh)
+    assert "vllm_serve_api_key_file" in serve_docs.stdout and "vllm_serve_instances" in serve_docs.stdout
+    units_docs = subprocess.run(
+        ["ansible-doc", "-t", "filter", "arm_inference.vllm.vllm_serve_units"],
+        capture_output=True, text=True, check=True, env=only_fresh)
+    assert "exec_start" in units_docs.stdout
     result = supported_host.playbook(tmp_path, "arm_inference.vllm.tcmalloc", {}, collections_path=collections)
     assert result.returncode == 0, result.stdout[-3000:]
     listed = subprocess.run(

@@ -37,7 +37,7 @@ def _get(host, path, key=None):
     command = "python3 -c %s http://127.0.0.1:8000%s" % (_quote(PROBE), path)
     if key:
         command += " " + KEY_FILE
-    status, _, body = host.check_output(command).partition(" ")
+    status, dummy, body = host.check_output(command).partition(" ")
     return int(status), body
 
 
@@ -92,7 +92,7 @@ def test_process_has_the_computed_environment_tcmalloc_and_cpu_binding(host):
     expected = {}
     for line in host.check_output("cat /etc/vllm-serve/main.env").splitlines():
         if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
+            key, dummy, value = line.partition("=")
             expected[key] = json.loads(value)
     environ = dict(item.split("=", 1) for item in
                    host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % pid).splitlines() if "=" in item)

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 def _cpus(text):
     cpus = set()
     for part in text.split(","):
-        first, _, last = part.partition("-")
+        first, dummy, last = part.partition("-")
         cpus.update(range(int(first), int(last or first) + 1))
     return cpus
 
