@@ -44,12 +44,13 @@ class Container:
         return self.exec(probe).stdout
 
     def playbook(self, tmp_path, role, variables, collections_path=None, options=()):
-        """Run `role` with extra vars `variables` (JSON keeps their types); return the process."""
+        """Run `role` with extra vars `variables` (JSON keeps their types); return the process.
+        A path ending in .yml runs that playbook instead (its hosts: vllm_hosts)."""
         inventory = tmp_path / "inventory.yml"
         inventory.write_text(
             json.dumps(
                 {
-                    "all": {
+                    "vllm_hosts": {
                         "hosts": {
                             self.name: {
                                 "ansible_connection": "containers.podman.podman",
@@ -60,10 +61,13 @@ class Container:
                 }
             )
         )
-        playbook = tmp_path / "play.yml"
-        playbook.write_text(
-            json.dumps([{"name": "Run %s" % role, "hosts": "all", "become": True, "roles": [{"role": role}]}])
-        )
+        if role.endswith(".yml"):
+            playbook = Path(role)
+        else:
+            playbook = tmp_path / "play.yml"
+            playbook.write_text(
+                json.dumps([{"name": "Run %s" % role, "hosts": "all", "become": True, "roles": [{"role": role}]}])
+            )
         extra = tmp_path / "extra.json"
         extra.write_text(json.dumps(variables))
         env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")

@@ -1,0 +1,105 @@
+"""vllm_serve lifecycle on a native systemd container, with the vLLM test double
+(tests/doubles/vllm_server/README.md says what it stands in for): two instances, a config change
+restarts only its instance, a re-run changes nothing, a removed instance is stopped and deleted, and
+an instance that never becomes healthy fails the play with its journal tail."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import NATIVE, REPO_ROOT, Container
+
+SETUP = {"python_venv_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt"}
+SERVE = {
+    "vllm_serve_model": "arm-inference/test-model",
+    "vllm_serve_preload_tcmalloc": False,
+    "vllm_serve_api_key": "integration-only-key-5e0c",
+    # Two instances share the container's 2 CPUs: one each, none reserved.
+    "vllm_serve_reserved_cpus_per_rank": 0,
+    "vllm_serve_restart_sec": 1,
+    "vllm_serve_instances": [{"name": "alpha"}, {"name": "beta"}],
+}
+# The computed layout shares the host among the instances, so removing one re-tunes the others; with
+# their CPUs and KV cache pinned, alpha's settings do not depend on beta.
+ALPHA = {"name": "alpha", "omp_threads_bind": "0", "cpu_affinity": "0", "kv_cache_gib": 1}
+BETA = {"name": "beta", "omp_threads_bind": "1", "cpu_affinity": "1", "kv_cache_gib": 1}
+
+
+@pytest.fixture(scope="module")
+def host():
+    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=True)
+    try:
+        for dummy in range(60):
+            if container.exec("systemctl is-system-running").stdout.strip() in ("running", "degraded"):
+                break
+            time.sleep(1)
+        assert container.exec("mount --make-rshared /").returncode == 0
+        yield container
+    finally:
+        container.remove()
+
+
+def _run(host, tmp_path, playbook, variables):
+    result = host.playbook(tmp_path, playbook, variables)
+    return result, result.stdout + result.stderr
+
+
+def _pids(host):
+    return {name: host.exec("systemctl show -P MainPID vllm-serve-%s" % name).stdout.strip()
+            for name in ("alpha", "beta")}
+
+
+def test_instances_restart_alone_rerun_is_idle_and_removal_cleans_up(host, tmp_path):
+    result, output = _run(host, tmp_path, "arm_inference.vllm.python_venv", SETUP)
+    assert result.returncode == 0, output[-3000:]
+    result, output = _run(host, tmp_path, str(REPO_ROOT / "tests" / "doubles" / "install_vllm_double.yml"), {})
+    assert result.returncode == 0, output[-3000:]
+
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", SERVE)
+    assert result.returncode == 0, output[-3000:]
+    first = _pids(host)
+    assert all(pid not in ("", "0") for pid in first.values()), first
+    affinities = [host.exec("systemctl show -P CPUAffinity vllm-serve-%s" % name).stdout.strip()
+                  for name in ("alpha", "beta")]
+    assert affinities == ["0", "1"]
+    ports = [host.exec("grep -o -- '--port [0-9]*' /etc/systemd/system/vllm-serve-%s.service" % name).stdout.strip()
+             for name in ("alpha", "beta")]
+    assert ports == ["--port 8000", "--port 8001"]
+
+    pinned = dict(SERVE, vllm_serve_instances=[ALPHA, BETA])
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", pinned)
+    assert result.returncode == 0, output[-3000:]
+    first = _pids(host)
+
+    changed = dict(SERVE, vllm_serve_instances=[ALPHA, dict(BETA, max_num_seqs=8)])
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", changed)
+    assert result.returncode == 0, output[-3000:]
+    second = _pids(host)
+    assert second["alpha"] == first["alpha"] and second["beta"] != first["beta"]
+
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", changed)
+    assert result.returncode == 0 and "changed=0" in output, output[-3000:]
+    assert _pids(host) == second
+
+    only_alpha = dict(SERVE, vllm_serve_instances=[ALPHA])
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", only_alpha)
+    assert result.returncode == 0, output[-3000:]
+    assert host.exec("systemctl show -P MainPID vllm-serve-alpha").stdout.strip() == first["alpha"]
+    assert host.exec("systemctl show -P LoadState vllm-serve-beta").stdout.strip() == "not-found"
+    assert host.exec("ls /etc/systemd/system/vllm-serve-beta.service /etc/vllm-serve/beta.env").returncode != 0
+    assert SERVE["vllm_serve_api_key"] not in output
+
+
+def test_an_instance_that_never_gets_healthy_fails_with_its_journal(host, tmp_path):
+    # An empty key file: the launcher refuses to serve unauthenticated, so /health never answers.
+    assert host.exec("install -m 0600 /dev/null /etc/vllm-serve-empty-key").returncode == 0
+    broken = dict(SERVE, vllm_serve_api_key="", vllm_serve_api_key_file="/etc/vllm-serve-empty-key",
+                  vllm_serve_instances=[{"name": "alpha"}], vllm_serve_health_timeout=5)
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", broken)
+    assert result.returncode != 0
+    assert "not every instance answered /health within 5 s (vllm_serve_health_timeout)" in output, output[-3000:]
+    assert "vllm-serve-alpha.service" in output and "refusing to start unauthenticated" in output, output[-3000:]
+    assert json.dumps(SERVE["vllm_serve_api_key"]) not in output
