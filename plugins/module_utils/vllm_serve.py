@@ -43,7 +43,9 @@ MANAGED_FLAGS = ("--model", "--host", "--port", "--api-key", "--dtype", "--tenso
 # Variables the role computes (set them through the instance keys instead), and variables that
 # switch off vLLM safeguards (CVE-2026-41523: asserts skipped under -O; pickle over ZMQ; dev routes).
 MANAGED_ENVIRONMENT = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU",
-                       "ONEDNN_DEFAULT_FPMATH_MODE", "LD_PRELOAD", "VLLM_API_KEY", "VLLM_SERVE_API_KEY_REQUIRED")
+                       "ONEDNN_DEFAULT_FPMATH_MODE", "LD_PRELOAD", "VLLM_API_KEY", "ARM_INFERENCE_API_KEY_REQUIRED",
+                       "ARM_INFERENCE_API_KEY_FILE")
+API_KEY_TRANSPORTS = ("credential", "file")
 FORBIDDEN_ENVIRONMENT = ("PYTHONOPTIMIZE", "VLLM_ALLOW_INSECURE_SERIALIZATION", "VLLM_SERVER_DEV_MODE")
 
 
@@ -198,6 +200,9 @@ def serve_units(facts, instances, settings):
                                  merged["memory_headroom_gib"])
     except (TuningError, HostFactsError) as error:
         raise ServeError(str(error))
+    if merged["api_key_transport"] not in API_KEY_TRANSPORTS:
+        raise ServeError("vllm_serve_api_key_transport must be one of %s, got %r."
+                         % (", ".join(API_KEY_TRANSPORTS), merged["api_key_transport"]))
     base_port = _port(merged["port"], "vllm_serve_port")
     units = []
     ports = {}
@@ -251,8 +256,10 @@ def serve_units(facts, instances, settings):
         if merged["offline"]:
             environment.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         if merged["api_key_configured"]:
-            # The launcher refuses to start without the credential instead of serving unauthenticated.
-            environment["VLLM_SERVE_API_KEY_REQUIRED"] = "1"
+            # The launcher refuses to start without the key instead of serving unauthenticated.
+            environment["ARM_INFERENCE_API_KEY_REQUIRED"] = "1"
+            if merged["api_key_transport"] == "file":
+                environment["ARM_INFERENCE_API_KEY_FILE"] = merged["api_key_file"]
         if merged["tcmalloc_path"]:
             environment["LD_PRELOAD"] = _no_control_characters(merged["tcmalloc_path"], "vllm_serve_tcmalloc_path")
         environment.update(_environment(merged["environment"], "vllm_serve_environment"))
@@ -301,5 +308,7 @@ DEFAULT_SETTINGS = {
     "tcmalloc_path": "",
     "offline": True,
     "api_key_configured": False,
+    "api_key_transport": "credential",
+    "api_key_file": "",
     "allow_unauthenticated": False,
 }

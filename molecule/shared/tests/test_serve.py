@@ -70,7 +70,7 @@ def _health(host):
 def test_unit_runs_as_the_service_user_with_hardening(host):
     props = dict(line.split("=", 1) for line in host.check_output(
         "systemctl show -p ActiveState,User,MemoryDenyWriteExecute,NoNewPrivileges,ProtectSystem,PrivateTmp,"
-        "Restart,StartLimitBurst,LoadCredential %s" % UNIT).splitlines())
+        "Restart,StartLimitBurst %s" % UNIT).splitlines())
     assert props["ActiveState"] == "active"
     assert props["User"] == "vllm-serve"
     # oneDNN's JIT needs it off; this test keeps anyone from "hardening" it on.
@@ -83,8 +83,10 @@ def test_unit_runs_as_the_service_user_with_hardening(host):
     assert user.shell == "/usr/sbin/nologin" and user.uid < 1000
     for directory in ("/var/lib/vllm-serve/main", "/var/cache/vllm-serve/main"):
         assert host.file(directory).mode == 0o700 and host.file(directory).user == "vllm-serve"
+    # Transport "file" here (systemd credentials do not work under qemu-user): root-owned, read
+    # by the service group only.
     key = host.file(KEY_FILE)
-    assert key.user == "root" and key.mode == 0o600
+    assert key.user == "root" and key.group == "vllm-serve" and key.mode == 0o640
 
 
 def test_process_has_the_computed_environment_tcmalloc_and_cpu_binding(host):
@@ -139,11 +141,13 @@ def test_killed_server_is_restarted(host):
 
 
 def test_missing_credential_fails_closed_and_the_crash_loop_ends_in_failed(host):
-    """Without its credential the launcher refuses to serve unauthenticated; systemd retries, then
-    gives up and leaves the unit failed instead of restarting forever."""
+    """Without its key the launcher refuses to serve unauthenticated; systemd retries, then gives up
+    and leaves the unit failed instead of restarting forever."""
     dropin = "/run/systemd/system/%s.d" % UNIT
     restarts_before = int(host.check_output("systemctl show -P NRestarts %s" % UNIT))
-    host.run_expect([0], "mkdir -p %s && printf '[Service]\\nLoadCredential=\\n' > %s/no-key.conf && "
+    # A later EnvironmentFile= overrides the role's: the key file now points nowhere.
+    host.run_expect([0], "mkdir -p %s && echo ARM_INFERENCE_API_KEY_FILE=/nonexistent > /run/no-key.env && "
+                         "printf '[Service]\\nEnvironmentFile=/run/no-key.env\\n' > %s/no-key.conf && "
                          "systemctl daemon-reload && systemctl restart %s" % (dropin, dropin, UNIT))
     try:
         deadline = time.time() + 120
@@ -157,6 +161,6 @@ def test_missing_credential_fails_closed_and_the_crash_loop_ends_in_failed(host)
         assert "refusing to start unauthenticated" in journal
         assert "Start request repeated too quickly" in journal
     finally:
-        host.run_expect([0], "rm -rf %s && systemctl daemon-reload && systemctl reset-failed %s && systemctl start %s"
+        host.run_expect([0], "rm -rf %s /run/no-key.env && systemctl daemon-reload && systemctl reset-failed %s && systemctl start %s"
                         % (dropin, UNIT, UNIT))
     _wait_active(host)

@@ -107,7 +107,7 @@ def test_unit_keeps_memory_deny_write_execute_off_and_the_key_out_of_the_environ
         assert "MemoryDenyWriteExecute=no" in text.splitlines(), name
         assert "LoadCredential=api_key:/etc/vllm-serve/api_key" in text.splitlines(), name
         assert "VLLM_API_KEY=" not in env and "api-key" not in text, name
-        assert "VLLM_SERVE_API_KEY_REQUIRED=\"1\"" in env.splitlines(), name
+        assert "ARM_INFERENCE_API_KEY_REQUIRED=\"1\"" in env.splitlines(), name
         assert text.splitlines()[0] == _role_vars()["_vllm_serve_marker"]
 
 

@@ -130,3 +130,16 @@ def test_filter_turns_errors_into_filter_errors(altra):
         vllm_serve_units(altra, [{"port": 0}], {"model": MODEL})
     with pytest.raises(AnsibleFilterError, match="run arm_inference.vllm.host_facts first"):
         vllm_serve_units({}, [{}], {})
+
+
+def test_key_transport_file_names_the_file_and_credential_does_not(altra):
+    settings = {"model": MODEL, "api_key_configured": True, "api_key_file": "/etc/vllm-serve/api_key"}
+    [unit] = serve_units(altra, [{}], dict(settings, api_key_transport="file"))
+    assert unit["environment"]["ARM_INFERENCE_API_KEY_FILE"] == "/etc/vllm-serve/api_key"
+    assert unit["environment"]["ARM_INFERENCE_API_KEY_REQUIRED"] == "1"
+    [unit] = serve_units(altra, [{}], settings)
+    assert "ARM_INFERENCE_API_KEY_FILE" not in unit["environment"]
+    [unit] = serve_units(altra, [{}], {"model": MODEL})
+    assert "ARM_INFERENCE_API_KEY_REQUIRED" not in unit["environment"]
+    assert "vllm_serve_api_key_transport must be one of credential, file" in _error(
+        altra, [{}], {"api_key_transport": "env"})
