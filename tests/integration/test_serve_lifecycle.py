@@ -103,3 +103,15 @@ def test_an_instance_that_never_gets_healthy_fails_with_its_journal(host, tmp_pa
     assert "not every instance answered /health within 5 s (vllm_serve_health_timeout)" in output, output[-3000:]
     assert "vllm-serve-alpha.service" in output and "refusing to start unauthenticated" in output, output[-3000:]
     assert json.dumps(SERVE["vllm_serve_api_key"]) not in output
+
+
+def test_a_model_the_service_user_cannot_read_is_named(host, tmp_path):
+    assert host.exec("mkdir -p /srv/models/private && install -m 0600 /dev/null /srv/models/private/model.safetensors"
+                     ).returncode == 0
+    for model, words in (("/srv/models/private", "unreadable: /srv/models/private/model.safetensors"),
+                         ("/srv/models/absent", "No such file or directory")):
+        variables = dict(SERVE, vllm_serve_model=model, vllm_serve_instances=[ALPHA])
+        result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", variables)
+        assert result.returncode != 0
+        assert "the model %s must exist and be readable by vllm-serve" % model in output, output[-3000:]
+        assert words in output, output[-3000:]
