@@ -68,7 +68,9 @@ molecule: setup
 	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 	$(HARNESS) binfmt
 	$(if $(filter engine,$(MOLECULE_SCENARIOS)),$(HARNESS) wheelhouse)
+	rm -rf .cache/reports
 	for scenario in $(MOLECULE_SCENARIOS); do molecule test -s $$scenario; done
+	for report in .cache/reports/*.json; do [ -e "$$report" ] && echo "[report] $$report: $$(cat $$report)"; done; true
 
 # Stages in order, each timed, stopping at the first failure.
 test:

@@ -67,7 +67,11 @@ print(json.dumps(result))
 def client_result(host):
     output = host.check_output("%s - <<'EOF'\n%sEOF" % (PYTHON, CLIENT))
     result = json.loads(output.strip().splitlines()[-1])
-    print("engine client figures:", json.dumps(result))
+    # Figures for the notes, printed by `make molecule` after the scenarios.
+    reports = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".cache", "reports")
+    os.makedirs(reports, exist_ok=True)
+    with open(os.path.join(reports, "engine-client.json"), "w", encoding="utf-8") as handle:
+        json.dump(result, handle)
     return result
 
 
