@@ -68,7 +68,8 @@ def client_result(host):
     output = host.check_output("%s - <<'EOF'\n%sEOF" % (PYTHON, CLIENT))
     result = json.loads(output.strip().splitlines()[-1])
     # Figures for the notes, printed by `make molecule` after the scenarios.
-    reports = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".cache", "reports")
+    reports = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.path.dirname(__file__) + "/../../.."),
+                           ".cache", "reports")
     os.makedirs(reports, exist_ok=True)
     with open(os.path.join(reports, "engine-client.json"), "w", encoding="utf-8") as handle:
         json.dump(result, handle)
@@ -98,6 +99,9 @@ def test_engine_processes_have_tcmalloc_and_the_tuned_environment(host):
     assert env["VLLM_CPU_OMP_THREADS_BIND"] and env["HF_HUB_OFFLINE"] == "1"
     for pid in pids:
         assert "libtcmalloc" in host.check_output("cat /proc/%d/maps" % pid), pid
+    # Natively the unit's sandbox is in force: no new privileges and the system call filter.
+    status = host.check_output("cat /proc/%d/status" % main_pid)
+    assert "NoNewPrivs:\t1" in status and "Seccomp:\t2" in status
 
 
 def test_key_is_absent_from_processes_journal_and_systemctl(host, client_result):

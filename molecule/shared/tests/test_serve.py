@@ -78,7 +78,12 @@ def test_unit_runs_as_the_service_user_with_hardening(host):
     assert props["NoNewPrivileges"] == "yes" and props["ProtectSystem"] == "strict" and props["PrivateTmp"] == "yes"
     assert props["Restart"] == "on-failure" and props["StartLimitBurst"] == "3"
     status = host.check_output("cat /proc/%d/status" % _main_pid(host))
-    assert "NoNewPrivs:\t1" in status and "Seccomp:\t2" in status
+    assert "NoNewPrivs:\t1" in status
+    # qemu-user does not hand a guest's seccomp filter to the kernel (Seccomp: 0 here), so
+    # SystemCallFilter= is configured but not enforced under emulation; the native engine scenario
+    # checks that the filter is in force.
+    if host.check_output("uname -m") == os.uname().machine:
+        assert "Seccomp:\t2" in status
     user = host.user("vllm-serve")
     assert user.shell == "/usr/sbin/nologin" and user.uid < 1000
     for directory in ("/var/lib/vllm-serve/main", "/var/cache/vllm-serve/main"):
