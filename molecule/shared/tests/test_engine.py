@@ -15,11 +15,11 @@ import subprocess
 import pytest
 
 import test_site
+from serve_checks import only_in_scenario, places_without_the_key
 
 testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as the site tests
 
-pytestmark = pytest.mark.skipif(os.environ.get("MOLECULE_SCENARIO_NAME") != "engine",
-                                reason="only the engine scenario runs the real vLLM")
+pytestmark = only_in_scenario("engine", "only the engine scenario runs the real vLLM")
 
 UNIT = "vllm-serve-main.service"
 PYTHON = "/opt/vllm/venv/bin/python"
@@ -107,11 +107,7 @@ def test_engine_processes_have_tcmalloc_and_the_tuned_environment(host):
 def test_key_is_absent_from_processes_journal_and_systemctl(host, client_result):
     assert client_result["batch"]["ok"] == 8  # the key was in use
     key = host.check_output("cat /etc/vllm-serve/api_key")
-    texts = {
-        "ps": host.check_output("cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' ' '; true"),
-        "systemctl show": host.check_output("systemctl show %s" % UNIT),
-        "journal": host.check_output("journalctl --no-pager -u %s" % UNIT),
-    }
+    texts = places_without_the_key(host, UNIT)
     for where, text in texts.items():
         assert key not in text, where
     # vLLM logs its non-default arguments with the key redacted; make sure that line exists.

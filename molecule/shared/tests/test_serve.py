@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 
-import pytest
-
 import test_site
+from serve_checks import only_in_scenario, places_without_the_key
 
 testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as the site tests
 
-pytestmark = pytest.mark.skipif(os.environ.get("MOLECULE_SCENARIO_NAME") != "default",
-                                reason="only the default scenario converges serve.yml with the test double")
+pytestmark = only_in_scenario("default", "only the default scenario converges serve.yml with the test double")
 
 UNIT = "vllm-serve-main.service"
 KEY_FILE = "/etc/vllm-serve/api_key"
@@ -34,15 +33,11 @@ except urllib.error.HTTPError as error:
 
 def _get(host, path, key=None):
     # The probe reads the key file itself: no key on any command line, not even in the tests.
-    command = "python3 -c %s http://127.0.0.1:8000%s" % (_quote(PROBE), path)
+    command = "python3 -c %s http://127.0.0.1:8000%s" % (shlex.quote(PROBE), path)
     if key:
         command += " " + KEY_FILE
     status, dummy, body = host.check_output(command).partition(" ")
     return int(status), body
-
-
-def _quote(text):
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def _main_pid(host):
@@ -129,13 +124,10 @@ def test_api_key_guards_v1_and_never_leaks(host):
     pid = _main_pid(host)
     cmdline = host.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % pid)
     assert "--model arm-inference/test-model" in cmdline
-    for text in (cmdline,
-                 # What ps shows: every process's command line (and environment, for ps e).
-                 host.check_output("cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' ' '; true"),
-                 host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % pid),
-                 host.check_output("systemctl show %s" % UNIT),
-                 host.check_output("journalctl --no-pager -u %s" % UNIT)):
-        assert key not in text
+    texts = dict(places_without_the_key(host, UNIT), cmdline=cmdline,
+                 environ=host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % pid))
+    for where, text in texts.items():
+        assert key not in text, where
 
 
 def test_killed_server_is_restarted(host):

@@ -54,7 +54,8 @@ def render(facts, instances, venv_path, api_key=True):
         "api_key_configured": api_key})
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
                                      keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    values["__vllm_serve_api_key_source"] = values["_vllm_serve_api_key_path"] if api_key else ""
+    # vars/main.yml derives it from the key variables with Jinja; the rendering here sets it directly.
+    values["_vllm_serve_api_key_source"] = values["_vllm_serve_api_key_path"] if api_key else ""
     rendered = []
     for unit in units:
         values["item"] = unit

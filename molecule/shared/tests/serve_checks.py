@@ -1,0 +1,23 @@
+"""Helpers shared by the serve scenarios' tests (test_serve.py: aarch64 test double; test_engine.py:
+the real vLLM)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def only_in_scenario(name, reason):
+    """Mark a test module to run only in the molecule scenario `name`."""
+    return pytest.mark.skipif(os.environ.get("MOLECULE_SCENARIO_NAME") != name, reason=reason)
+
+
+def places_without_the_key(host, unit):
+    """Everything an operator could read the API key from, by where it is: ps (every process's
+    command line and environment), systemctl show and the unit's journal."""
+    return {
+        "ps": host.check_output("cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' ' '; true"),
+        "systemctl show": host.check_output("systemctl show %s" % unit),
+        "journal": host.check_output("journalctl --no-pager -u %s" % unit),
+    }
