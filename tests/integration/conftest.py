@@ -97,3 +97,40 @@ def unsupported_host():
     container = Container("localhost/arm-inference/debian-testing-%s:latest" % NATIVE, systemd=False)
     yield container
     container.remove()
+
+
+FIXTURE_REPO = "/srv/vllm-fixture.git"
+# Variables that let site.yml and build.yml run in a native test container: the machine's CA for
+# PyPI (see README, "Test machine"), the fixture vLLM tree instead of GitHub's, no PyTorch index
+# (unreachable here, and the fixture needs no torch). Debian 12's GCC 12.2 is below the floor vLLM's
+# x86_64 backend demands; the fixture compiles with it, so the floor only warns.
+BUILD_SETUP = {
+    "build_deps_compiler_floor_policy": "warn",
+    "python_venv_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt",
+    "python_venv_packages": "{{ build_deps_toolchain.venv_requirements | default([]) }}",
+    "vllm_build_git_repo": FIXTURE_REPO,
+    "vllm_build_torch_index_url": "",
+    "vllm_build_min_free_disk_gib": 1,
+    "vllm_build_poll_interval": 2,
+}
+
+
+def boot(container):
+    """Wait for systemd in the container, and share mounts as systemd expects (credentials)."""
+    import time
+
+    for dummy in range(60):
+        if container.exec("systemctl is-system-running").stdout.strip() in ("running", "degraded"):
+            break
+        time.sleep(1)
+    assert container.exec("mount --make-rshared /").returncode == 0
+
+
+def stage_fixture_repo(container, tmp_path):
+    """Put the fixture vLLM repository (tests/fixtures/make_vllm_source_repo.py) into the container."""
+    repo = tmp_path / "vllm-fixture.git"
+    subprocess.run(["python3", str(REPO_ROOT / "tests" / "fixtures" / "make_vllm_source_repo.py"), "--force",
+                    str(repo)], check=True, capture_output=True, text=True)
+    podman("cp", str(repo), "%s:%s" % (container.name, FIXTURE_REPO))
+    # Root owns the copy and the build user clones it: declare it safe, as for a shared mirror.
+    assert container.exec("printf '[safe]\\n    directory = %s\\n' > /etc/gitconfig" % FIXTURE_REPO).returncode == 0

@@ -46,7 +46,7 @@ CASES = [
     ("vllm_serve", {"vllm_serve_model": "/srv/models/m"}, ["vllm_serve_preload_tcmalloc", "vllm_serve_tcmalloc_path"]),
     ("vllm_serve", dict(SERVE, vllm_serve_api_key_transport="env"), ["vllm_serve_api_key_transport", "credential, file"]),
     ("vllm_serve", dict(SERVE, vllm_serve_start_limit_interval="soon"), ["vllm_serve_start_limit_interval", "1h"]),
-    ("vllm_serve", SERVE, ["no vLLM found in vllm_serve_venv_path /opt/vllm/venv", "vllm_build"]),
+    ("vllm_serve", SERVE, ["no vLLM found in vllm_serve_venv_path /opt/vllm/current/venv", "vllm_build"]),
 ]
 
 

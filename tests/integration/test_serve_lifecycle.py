@@ -1,18 +1,16 @@
-"""vllm_serve lifecycle on a native systemd container, with the vLLM test double
-(tests/doubles/vllm_server/README.md says what it stands in for): two instances, a config change
+"""vllm_serve lifecycle on a native systemd container, serving a vllm_build release of the fixture vLLM
+tree (tests/fixtures/vllm_source/README.md says what it stands in for): two instances, a config change
 restarts only its instance, a re-run changes nothing, a removed instance is stopped and deleted, and
 an instance that never becomes healthy fails the play with its journal tail."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from conftest import NATIVE, REPO_ROOT, Container
+from conftest import BUILD_SETUP, NATIVE, REPO_ROOT, Container, boot, stage_fixture_repo
 
-SETUP = {"python_venv_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt"}
 SERVE = {
     "vllm_serve_model": "arm-inference/test-model",
     "vllm_serve_preload_tcmalloc": False,
@@ -29,14 +27,11 @@ BETA = {"name": "beta", "omp_threads_bind": "1", "cpu_affinity": "1", "kv_cache_
 
 
 @pytest.fixture(scope="module")
-def host():
+def host(tmp_path_factory):
     container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=True)
     try:
-        for dummy in range(60):
-            if container.exec("systemctl is-system-running").stdout.strip() in ("running", "degraded"):
-                break
-            time.sleep(1)
-        assert container.exec("mount --make-rshared /").returncode == 0
+        boot(container)
+        stage_fixture_repo(container, tmp_path_factory.mktemp("fixture"))
         yield container
     finally:
         container.remove()
@@ -53,10 +48,9 @@ def _pids(host):
 
 
 def test_instances_restart_alone_rerun_is_idle_and_removal_cleans_up(host, tmp_path):
-    result, output = _run(host, tmp_path, "arm_inference.vllm.python_venv", SETUP)
-    assert result.returncode == 0, output[-3000:]
-    result, output = _run(host, tmp_path, str(REPO_ROOT / "tests" / "doubles" / "install_vllm_double.yml"), {})
-    assert result.returncode == 0, output[-3000:]
+    for playbook in ("site.yml", "build.yml"):
+        result, output = _run(host, tmp_path, str(REPO_ROOT / "playbooks" / playbook), BUILD_SETUP)
+        assert result.returncode == 0, output[-3000:]
 
     result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", SERVE)
     assert result.returncode == 0, output[-3000:]

@@ -1,4 +1,4 @@
-"""Helpers shared by the serve scenarios' tests (test_serve.py: aarch64 test double; test_engine.py:
+"""Helpers shared by the serve scenarios' tests (test_serve.py: aarch64, the fixture vLLM's server; test_engine.py:
 the real vLLM)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Verify the vllm_serve role on the aarch64 container, where the vLLM test double stands in for the
-real server (tests/doubles/vllm_server/README.md): the unit's hardening, environment, tcmalloc
+"""Verify the vllm_serve role on the aarch64 container, serving the vllm_build release of the fixture
+vLLM tree, whose server stands in for the real one (tests/fixtures/vllm_source/README.md): the unit's hardening, environment, tcmalloc
 preload, CPU binding, API key handling and lifecycle under a real systemd."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from serve_checks import only_in_scenario, places_without_the_key
 
 testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as the site tests
 
-pytestmark = only_in_scenario("default", "only the default scenario converges serve.yml with the test double")
+pytestmark = only_in_scenario("default", "only the default scenario builds and serves the fixture vLLM")
 
 UNIT = "vllm-serve-main.service"
 KEY_FILE = "/etc/vllm-serve/api_key"

@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a vLLM build is made of, and how releases are kept.
+
+Pure functions used by the vllm_build role's modules and filters: requirement-file discovery in a
+source tree, the build identity (what decides whether a build can be reused), release naming and
+pruning, rollback targets, wheel-cache keys and ninja progress in a build log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+
+# vLLM renamed its CPU build requirements in late 2025 (requirements/cpu-build.txt ->
+# requirements/build/cpu.txt); a pinned tree has exactly one of them. Newest layout first.
+BUILD_REQUIREMENT_CANDIDATES = ("requirements/build/cpu.txt", "requirements/cpu-build.txt")
+RUNTIME_REQUIREMENT_CANDIDATES = ("requirements/cpu.txt",)
+METHODS = ("git", "archive", "sdist", "wheel")
+
+_INCLUDE = re.compile(r"^\s*(?:-r|--requirement|-c|--constraint)(?:\s+|=)(\S+)")
+_NINJA_STEP = re.compile(r"\[(\d+)/(\d+)\]\s*(.*)")
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+IDENTITY_LENGTH = 16
+
+
+class BuildError(Exception):
+    """A build input or release state that the role must refuse, with a message for the operator."""
+
+
+def discover_requirements(root):
+    """The build and runtime requirement files a vLLM source tree really has, relative to root."""
+    found = {}
+    for kind, candidates in (("build", BUILD_REQUIREMENT_CANDIDATES), ("runtime", RUNTIME_REQUIREMENT_CANDIDATES)):
+        present = [name for name in candidates if os.path.isfile(os.path.join(root, name))]
+        if not present:
+            raise BuildError(
+                "The source tree %s has no %s requirement file (looked for %s). Is it a vLLM source tree of a "
+                "version with a CPU backend?" % (root, kind, ", ".join(candidates)))
+        found[kind] = present[0]
+    return found
+
+
+def requirement_files(root, relative, _seen=None):
+    """A requirement file and every file it includes with -r/-c, in reading order, relative to root."""
+    seen = [] if _seen is None else _seen
+    path = os.path.normpath(os.path.join(root, relative))
+    name = os.path.relpath(path, root)
+    if name.startswith(".."):
+        raise BuildError("Requirement file %s includes %s, which is outside the source tree." % (relative, name))
+    if name in seen:
+        return seen
+    if not os.path.isfile(path):
+        raise BuildError("Requirement file %s (included from the source tree %s) does not exist." % (name, root))
+    seen.append(name)
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            match = _INCLUDE.match(line)
+            if match and "://" not in match.group(1):
+                requirement_files(root, os.path.join(os.path.dirname(name), match.group(1)), seen)
+    return seen
+
+
+def requirements_digest(root, relative):
+    """sha256 over a requirement file and its includes: a pin changed anywhere means a new build."""
+    digest = hashlib.sha256()
+    for name in requirement_files(root, relative):
+        with open(os.path.join(root, name), "rb") as handle:
+            content = handle.read()
+        digest.update(name.encode() + b"\0" + hashlib.sha256(content).hexdigest().encode() + b"\n")
+    return digest.hexdigest()
+
+
+def build_identity(inputs):
+    """A short, stable id of everything that changes the compiled wheel.
+
+    inputs is a JSON-able dict (source, requirement digests, flags, toolchain, Python, OS, build
+    class). Parallelism (MAX_JOBS) and paths are deliberately not part of it: they do not change
+    the result. Keys are sorted, so the same inputs always give the same id.
+    """
+    if not isinstance(inputs, dict) or not inputs:
+        raise BuildError("The build identity needs a non-empty mapping of build inputs.")
+    canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:IDENTITY_LENGTH]
+
+
+def release_name(label, identity):
+    """Directory name of a release: a readable label (tag, version) and the identity."""
+    clean = _LABEL_UNSAFE.sub("-", str(label or "")).strip("-.")[:48]
+    if not re.match(r"^[0-9a-f]{8,64}$", str(identity)):
+        raise BuildError("Release identity %r is not a hex digest." % (identity,))
+    return "%s-%s" % (clean, identity) if clean else str(identity)
+
+
+def wheel_cache_key(stamp):
+    """Controller wheel-cache directory for a build: keyed by build class, OS, Python and identity.
+
+    Only hosts whose own key is identical may install the cached wheel, so a bf16 wheel never
+    reaches a Neoverse-N1 host and a wheel for one Python or libc never reaches another.
+    """
+    missing = [key for key in ("build_class", "os", "python", "identity") if not stamp.get(key)]
+    if missing:
+        raise BuildError("A build stamp needs %s to be cached." % ", ".join(missing))
+    return "/".join(_LABEL_UNSAFE.sub("-", str(stamp[key])) for key in ("build_class", "os", "python", "identity"))
+
+
+def check_wheel_class(stamp, host_class, host_name="this host"):
+    """Refuse a wheel that was compiled for another CPU build class."""
+    wheel_class = stamp.get("build_class")
+    if wheel_class != host_class:
+        raise BuildError(
+            "The vLLM wheel %s was compiled for build class %s, but %s is %s: its instructions may not exist "
+            "on this CPU. Build on a host of this class instead." % (
+                stamp.get("wheel", "(unnamed)"), wheel_class or "(unknown)", host_name, host_class))
+
+
+def ninja_progress(text):
+    """The last ninja step in a build log, as {'done', 'total', 'line'}; None before ninja runs."""
+    last = None
+    for line in text.splitlines():
+        match = _NINJA_STEP.search(line)
+        if match:
+            last = match
+    if last is None:
+        return None
+    return {"done": int(last.group(1)), "total": int(last.group(2)), "line": last.group(0).strip()[:200]}
+
+
+def parse_history(text):
+    """Release names from the activation history file, oldest first (one JSON object per line)."""
+    names = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            names.append(str(json.loads(line)["release"]))
+        except (ValueError, KeyError, TypeError):
+            raise BuildError("Line %d of the release history is not a JSON object with a 'release' key: %r"
+                             % (number, line[:120]))
+    return names
+
+
+def rollback_target(history, current, available):
+    """The release that was active before the current one and still exists."""
+    for name in reversed(history):
+        if name != current and name in available:
+            return name
+    raise BuildError(
+        "There is no earlier release to roll back to (current: %s; releases kept: %s)." % (
+            current or "none", ", ".join(sorted(available)) or "none"))
+
+
+def releases_to_prune(releases, keep, protected):
+    """Names of complete releases beyond the newest `keep`, never one in `protected`.
+
+    releases maps a name to its stamp (with 'created', an ISO timestamp). The current release and
+    the rollback target stay even when they are older than the newest `keep`.
+    """
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+        raise BuildError("vllm_build_keep_releases=%r must be an integer of at least 1." % (keep,))
+    newest_first = sorted(releases, key=lambda name: (str(releases[name].get("created", "")), name), reverse=True)
+    kept = set(newest_first[:keep]) | {name for name in protected if name}
+    return [name for name in newest_first if name not in kept]

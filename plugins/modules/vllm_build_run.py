@@ -1,0 +1,215 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_build_run
+short_description: Compile a vLLM source tree into a wheel, logging every step to a file
+version_added: 0.1.0
+description:
+  - Installs the tree's build and runtime requirements into the build venv, then builds the wheel with
+    C(pip wheel --no-build-isolation --no-deps -v) (vLLM's documented CPU recipe), with the given
+    environment (C(VLLM_TARGET_DEVICE), C(MAX_JOBS), compiler launcher, ...).
+  - All output goes to O(log), appended, so a long build can be followed while it runs (see
+    M(arm_inference.vllm.vllm_build_wait)) and read after it failed.
+  - Meant to run as an Ansible async job, so the build survives a dropped SSH connection. A build of the
+    same tree that is still running from an earlier, interrupted run is stopped first; the compile
+    then resumes from the CMake build directory inside the tree and ccache.
+  - On success writes C(build.json) next to the log, naming the wheel. Nothing is installed outside the
+    build venv and O(dist).
+options:
+  venv:
+    description: Build venv (its C(bin/pip) and C(bin/python) are used).
+    type: path
+    required: true
+  source:
+    description: Source tree to build.
+    type: path
+    required: true
+  dist:
+    description: Directory for the wheel; emptied first.
+    type: path
+    required: true
+  log:
+    description: Build log, appended to.
+    type: path
+    required: true
+  requirements:
+    description: Requirement files (relative to O(source)) installed into the venv before the build, in order.
+    type: list
+    elements: str
+    default: []
+  pip_args:
+    description: Extra arguments for the requirement installs (for example the PyTorch CPU index).
+    type: list
+    elements: str
+    default: []
+  environment:
+    description: Variables added to the build's environment.
+    type: dict
+    default: {}
+author:
+  - Arm Inference maintainers (@arm-inference)
+notes:
+  - Does not support check mode (it is the build itself).
+"""
+
+EXAMPLES = r"""
+- name: Build vLLM in the background
+  arm_inference.vllm.vllm_build_run:
+    venv: /opt/vllm/venv
+    source: /opt/vllm/builds/3f5c0a9e1b2d4c6f/src
+    dist: /opt/vllm/builds/3f5c0a9e1b2d4c6f/dist
+    log: /opt/vllm/builds/3f5c0a9e1b2d4c6f/build.log
+    requirements: [requirements/build/cpu.txt, requirements/cpu.txt]
+    environment:
+      VLLM_TARGET_DEVICE: cpu
+      MAX_JOBS: "8"
+  async: 10800
+  poll: 0
+  register: __vllm_build_job
+"""
+
+RETURN = r"""
+wheel:
+  description: Path of the built wheel.
+  returned: success
+  type: str
+  sample: /opt/vllm/builds/3f5c0a9e1b2d4c6f/dist/vllm-0.32.0+cpu-cp38-abi3-linux_aarch64.whl
+torch:
+  description: PyTorch version in the build venv when the wheel was built, or null when there is none.
+  returned: success
+  type: str
+stopped_earlier_build:
+  description: Process group of an earlier build of this tree that was still running and was stopped.
+  returned: success
+  type: int
+"""
+
+import datetime
+import glob
+import json
+import os
+import signal
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+TAIL_LINES = 40
+TORCH_PROBE = "import importlib.metadata as m\ntry:\n print(m.version('torch'))\nexcept m.PackageNotFoundError:\n pass"
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _start_time(pid):
+    """Kernel start time of a live process: tells a running build from a reused pid (None: gone)."""
+    try:
+        with open("/proc/%d/stat" % pid, encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def stop_earlier_build(marker):
+    """Stop the process group recorded by an earlier attempt if it still runs; return its id."""
+    try:
+        with open(marker, encoding="ascii") as handle:
+            pgid, started = handle.read().split()
+        pgid = int(pgid)
+    except (OSError, ValueError):
+        return None
+    if _start_time(pgid) != started:
+        return None
+    for sig, grace in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return pgid
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _start_time(pgid) == started:
+            time.sleep(0.5)
+    return pgid
+
+
+def _tail(path):
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.path.getsize(path) - 65536))
+            return handle.read().decode("utf-8", "replace").splitlines()[-TAIL_LINES:]
+    except OSError:
+        return []
+
+
+# setsid gives the step its own process group (so a later run can stop all of it: pip, cmake,
+# ninja, compilers); the shell records that group's id and start time, then becomes the command.
+_STEP_WRAPPER = 'printf "%s %s\\n" $$ "$(cut -d" " -f22 /proc/$$/stat)" > "$0"; exec "$@" >> "$BUILD_LOG" 2>&1 < /dev/null'
+
+
+def run_step(module, argv, cwd, env, log, marker):
+    """Run one command in its own process group, output appended to the log."""
+    with open(log, "ab") as handle:
+        handle.write(("\n==> %s  %s\n" % (_now(), " ".join(argv))).encode())
+    wrapped = ["setsid", "sh", "-c", _STEP_WRAPPER, marker] + argv
+    code, dummy_out, dummy_err = module.run_command(wrapped, cwd=cwd, environ_update=dict(env, BUILD_LOG=log))
+    return code
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "venv": {"type": "path", "required": True},
+            "source": {"type": "path", "required": True},
+            "dist": {"type": "path", "required": True},
+            "log": {"type": "path", "required": True},
+            "requirements": {"type": "list", "elements": "str", "default": []},
+            "pip_args": {"type": "list", "elements": "str", "default": []},
+            "environment": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=False,
+    )
+    params = module.params
+    pip = os.path.join(params["venv"], "bin", "pip")
+    marker = params["log"] + ".running"
+    stopped = stop_earlier_build(marker)
+    env = {"PYTHONUNBUFFERED": "1", "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.update({str(key): str(value) for key, value in params["environment"].items()})
+
+    stamp = os.path.join(os.path.dirname(params["log"]), "build.json")
+    if os.path.exists(stamp):
+        os.remove(stamp)
+    os.makedirs(params["dist"], exist_ok=True)
+    for stale in glob.glob(os.path.join(params["dist"], "*")):
+        os.remove(stale)
+    steps = [[pip, "install", "-r", name] + params["pip_args"] for name in params["requirements"]]
+    steps.append([pip, "wheel", "--no-build-isolation", "--no-deps", "-v", "--wheel-dir", params["dist"], "."])
+    started = time.monotonic()
+    for argv in steps:
+        code = run_step(module, argv, params["source"], env, params["log"], marker)
+        if code != 0:
+            module.fail_json(msg="vLLM build step failed with exit code %d: %s. Full log: %s"
+                             % (code, " ".join(argv), params["log"]), log_tail=_tail(params["log"]))
+    os.remove(marker)
+
+    wheels = sorted(glob.glob(os.path.join(params["dist"], "*.whl")))
+    if len(wheels) != 1:
+        module.fail_json(msg="Expected one wheel in %s after the build, found %d." % (params["dist"], len(wheels)),
+                         log_tail=_tail(params["log"]))
+    dummy_rc, torch, dummy_err = module.run_command([os.path.join(params["venv"], "bin", "python"), "-I", "-c", TORCH_PROBE])
+    torch = torch.strip() or None
+    record = {"wheel": os.path.basename(wheels[0]), "torch": torch, "finished": _now(),
+              "seconds": round(time.monotonic() - started), "environment": params["environment"]}
+    with open(stamp, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=2, sort_keys=True)
+    module.exit_json(changed=True, wheel=wheels[0], torch=torch, stopped_earlier_build=stopped,
+                     seconds=record["seconds"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,1 +1,0 @@
-"""Test double of vLLM (see tests/doubles/vllm_server/README.md)."""

@@ -1,0 +1,143 @@
+"""vllm_build on a native systemd container, compiling the fixture vLLM tree (tests/fixtures/vllm_source,
+its README says what it stands in for) from a local git repository with tags:
+build at a tag, an unchanged re-run, a new tag next to the old release, rollback, a tag that fails to
+compile (the current release stays), and a build interrupted mid-way that the next run completes.
+The aarch64 molecule scenario compiles the same tree with NEON under emulation."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD_SETUP, NATIVE, REPO_ROOT, Container, boot, stage_fixture_repo
+
+BUILD = str(REPO_ROOT / "playbooks" / "build.yml")
+ROOT = "/opt/vllm"
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=True)
+    try:
+        boot(container)
+        stage_fixture_repo(container, tmp_path_factory.mktemp("fixture"))
+        result = container.playbook(tmp_path_factory.mktemp("site"), str(REPO_ROOT / "playbooks" / "site.yml"),
+                                    BUILD_SETUP)
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+        yield container
+    finally:
+        container.remove()
+
+
+def build(host, tmp_path, ref, **extra):
+    result = host.playbook(tmp_path, BUILD, dict(BUILD_SETUP, vllm_build_git_ref=ref, **extra))
+    return result, result.stdout + result.stderr
+
+
+def current(host):
+    return host.exec("readlink %s/current" % ROOT).stdout.strip()
+
+
+def served_version(host):
+    probe = "import vllm, vllm._C as c; print(vllm.__version__, c.isa(), c.dot([1.0, 2.0], [3.0, 4.0]))"
+    return host.exec("%s/current/venv/bin/python -I -c '%s'" % (ROOT, probe)).stdout.split()
+
+
+def sleeping(host):
+    """Whether the fixture's slow build step (sleep 20) runs; the image has no procps."""
+    probe = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -q '^sleep 20 $'"
+    return host.exec(probe).returncode == 0
+
+
+def stamp(host, release):
+    return json.loads(host.exec("cat %s/%s/release.json" % (ROOT, release)).stdout)
+
+
+def test_tag_builds_then_rerun_is_idle(host, tmp_path):
+    result, output = build(host, tmp_path, "v0.32.0")
+    assert result.returncode == 0, output[-3000:]
+    release = current(host)
+    assert re.fullmatch(r"releases/v0\.32\.0-[0-9a-f]{16}", release), release
+    assert served_version(host) == ["0.32.0+cpu", "generic", "11.0"]
+    info = stamp(host, release)
+    assert info["source"]["ref"] == "v0.32.0" and len(info["source"]["commit"]) == 40
+    # v0.32.0 has the pre-rename layout; the role found it there.
+    log = host.exec("cat %s/builds/%s/build.log" % (ROOT, info["identity"])).stdout
+    assert "install -r requirements/cpu-build.txt" in log and "fixture: VLLM_TARGET_DEVICE=cpu" in log
+    assert "fixture: MAX_JOBS=" in log and re.search(r"\[\d+/\d+\] Building CXX object", log)
+    # Progress reached the controller while the build ran.
+    assert re.search(r"vLLM build \d+m\d\ds ", output), output[-3000:]
+
+    result, output = build(host, tmp_path, "v0.32.0")
+    assert result.returncode == 0 and re.search(r"changed=0\s", output), output[-3000:]
+    assert current(host) == release
+
+
+def test_new_tag_keeps_the_old_release_and_rollback_returns_to_it(host, tmp_path):
+    before = current(host)
+    result, output = build(host, tmp_path, "v0.32.1")
+    assert result.returncode == 0, output[-3000:]
+    after = current(host)
+    assert after != before and after.startswith("releases/v0.32.1-")
+    assert served_version(host)[0] == "0.32.1+cpu"
+    log = host.exec("cat %s/builds/%s/build.log" % (ROOT, stamp(host, after)["identity"])).stdout
+    assert "install -r requirements/build/cpu.txt" in log
+    assert host.exec("test -f %s/%s/release.json" % (ROOT, before)).returncode == 0
+
+    result, output = build(host, tmp_path, "v0.32.1", vllm_build_rollback=True)
+    assert result.returncode == 0, output[-3000:]
+    assert current(host) == before and served_version(host)[0] == "0.32.0+cpu"
+
+
+def test_a_ref_that_fails_to_compile_leaves_the_current_release(host, tmp_path):
+    before = current(host)
+    result, output = build(host, tmp_path, "v0.32.2-broken")
+    assert result.returncode != 0
+    assert "fixture_undeclared_bias" in output and "build.log" in output, output[-3000:]
+    assert current(host) == before and served_version(host)[0] == "0.32.0+cpu"
+
+
+def test_an_interrupted_build_is_completed_by_the_next_run(host, tmp_path):
+    before = current(host)
+    slow = {"vllm_build_environment": {"VLLM_FIXTURE_COMPILE_DELAY": "20"}}
+    variables = tmp_path / "slow.json"
+    variables.write_text(json.dumps(dict(BUILD_SETUP, vllm_build_git_ref="v0.32.1", **slow)))
+    first = subprocess.Popen(
+        ["ansible-playbook", "-i", str(_inventory(host, tmp_path)), BUILD, "-e", "@%s" % variables],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=_env())
+    try:
+        for dummy in range(180):
+            if sleeping(host):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the slow build never reached its compile step")
+    finally:
+        # The controller goes away mid-build, as with a dropped SSH session or a closed laptop.
+        first.kill()
+        first.communicate()
+    assert sleeping(host), "the build did not survive its controller"
+    assert current(host) == before
+
+    result, output = build(host, tmp_path, "v0.32.1", **slow)
+    assert result.returncode == 0, output[-3000:]
+    assert current(host).startswith("releases/v0.32.1-") and served_version(host)[0] == "0.32.1+cpu"
+    assert not sleeping(host)
+
+
+def _inventory(host, tmp_path):
+    path = tmp_path / "inventory.json"
+    path.write_text(json.dumps({"vllm_hosts": {"hosts": {host.name: {
+        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+    return path
+
+
+def _env():
+    import os
+
+    return dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(REPO_ROOT / ".cache" / "collections"))

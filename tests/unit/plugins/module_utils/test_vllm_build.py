@@ -1,0 +1,171 @@
+"""Build identity, requirement discovery, release bookkeeping and build-log progress."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_build import BuildError
+
+from conftest import REPO_ROOT
+
+FIXTURE_TREE = REPO_ROOT / "tests" / "fixtures" / "vllm_source"
+
+
+def write(root, name, text):
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def new_layout(tmp_path):
+    write(tmp_path, "requirements/build/cpu.txt", "cmake>=3.26.1\ntorch==2.13.0+cpu\n")
+    write(tmp_path, "requirements/cpu.txt", "-r common.txt\ntorch==2.13.0+cpu\n")
+    write(tmp_path, "requirements/common.txt", "transformers >= 4.56\n")
+    return tmp_path
+
+
+def test_newest_build_requirement_name_is_found(new_layout):
+    assert vllm_build.discover_requirements(str(new_layout)) == {
+        "build": "requirements/build/cpu.txt", "runtime": "requirements/cpu.txt"}
+
+
+def test_pre_rename_tree_uses_cpu_build_txt(tmp_path):
+    write(tmp_path, "requirements/cpu-build.txt", "cmake>=3.26.1\n")
+    write(tmp_path, "requirements/cpu.txt", "numba\n")
+    assert vllm_build.discover_requirements(str(tmp_path))["build"] == "requirements/cpu-build.txt"
+
+
+def test_tree_with_both_names_prefers_the_new_one(new_layout):
+    write(new_layout, "requirements/cpu-build.txt", "stale\n")
+    assert vllm_build.discover_requirements(str(new_layout))["build"] == "requirements/build/cpu.txt"
+
+
+def test_tree_without_cpu_requirements_is_named(tmp_path):
+    write(tmp_path, "requirements/cuda.txt", "torch\n")
+    with pytest.raises(BuildError, match="no build requirement file.*requirements/build/cpu.txt, requirements/cpu-build.txt"):
+        vllm_build.discover_requirements(str(tmp_path))
+
+
+def test_the_fixture_tree_has_vllms_current_layout():
+    found = vllm_build.discover_requirements(str(FIXTURE_TREE))
+    assert found == {"build": "requirements/build/cpu.txt", "runtime": "requirements/cpu.txt"}
+    assert vllm_build.requirement_files(str(FIXTURE_TREE), found["runtime"]) == [
+        "requirements/cpu.txt", "requirements/common.txt"]
+
+
+def test_includes_are_followed_once_and_urls_skipped(new_layout):
+    write(new_layout, "requirements/common.txt", "-r cpu.txt\n-c https://example.org/constraints.txt\nregex\n")
+    assert vllm_build.requirement_files(str(new_layout), "requirements/cpu.txt") == [
+        "requirements/cpu.txt", "requirements/common.txt"]
+
+
+@pytest.mark.parametrize("include, message", [
+    ("-r missing.txt", "requirements/missing.txt .* does not exist"),
+    ("--requirement=../../outside.txt", "outside the source tree"),
+])
+def test_bad_includes_are_named(new_layout, include, message):
+    write(new_layout, "requirements/cpu.txt", include + "\n")
+    with pytest.raises(BuildError, match=message):
+        vllm_build.requirement_files(str(new_layout), "requirements/cpu.txt")
+
+
+def test_digest_changes_with_an_included_pin_only(new_layout):
+    before = vllm_build.requirements_digest(str(new_layout), "requirements/cpu.txt")
+    assert vllm_build.requirements_digest(str(new_layout), "requirements/cpu.txt") == before
+    write(new_layout, "requirements/unrelated.txt", "numpy\n")
+    assert vllm_build.requirements_digest(str(new_layout), "requirements/cpu.txt") == before
+    write(new_layout, "requirements/common.txt", "transformers >= 4.57\n")
+    assert vllm_build.requirements_digest(str(new_layout), "requirements/cpu.txt") != before
+
+
+INPUTS = {"method": "git", "commit": "a" * 40, "requirements": {"build": "1", "runtime": "2"},
+          "arm_bf16": False, "environment": {}, "toolchain": {"python": "3.11", "cxx": "g++ 12.2.0"},
+          "build_class": "aarch64-dotprod-fp16", "os": "debian-12", "architecture": "aarch64"}
+
+
+def test_identity_is_stable_and_ignores_key_order():
+    reordered = dict(reversed(list(INPUTS.items())))
+    assert vllm_build.build_identity(INPUTS) == vllm_build.build_identity(reordered)
+    assert len(vllm_build.build_identity(INPUTS)) == vllm_build.IDENTITY_LENGTH
+
+
+@pytest.mark.parametrize("key, value", [
+    ("commit", "b" * 40), ("build_class", "aarch64-dotprod-fp16-bf16"), ("arm_bf16", True),
+    ("environment", {"CMAKE_ARGS": "-DFOO=1"}), ("toolchain", {"python": "3.12", "cxx": "g++ 12.2.0"}),
+    ("requirements", {"build": "1", "runtime": "3"}), ("os", "ubuntu-24"),
+])
+def test_every_input_changes_the_identity(key, value):
+    assert vllm_build.build_identity(dict(INPUTS, **{key: value})) != vllm_build.build_identity(INPUTS)
+
+
+@pytest.mark.parametrize("inputs", [{}, None, ["commit"]])
+def test_identity_needs_inputs(inputs):
+    with pytest.raises(BuildError, match="non-empty mapping"):
+        vllm_build.build_identity(inputs)
+
+
+def test_release_names_are_safe_directory_names():
+    assert vllm_build.release_name("v0.32.0", "0123456789abcdef") == "v0.32.0-0123456789abcdef"
+    assert vllm_build.release_name("feature/x y", "0123456789abcdef") == "feature-x-y-0123456789abcdef"
+    assert vllm_build.release_name("../..", "0123456789abcdef") == "0123456789abcdef"
+    with pytest.raises(BuildError, match="not a hex digest"):
+        vllm_build.release_name("v1", "../../etc")
+
+
+STAMP = {"build_class": "aarch64-dotprod-fp16-bf16", "os": "debian-12", "python": "3.11",
+         "identity": "0123456789abcdef", "wheel": "vllm-0.32.0+cpu-cp38-abi3-linux_aarch64.whl"}
+
+
+def test_cache_key_separates_classes_os_and_python():
+    key = vllm_build.wheel_cache_key(STAMP)
+    assert key == "aarch64-dotprod-fp16-bf16/debian-12/3.11/0123456789abcdef"
+    assert vllm_build.wheel_cache_key(dict(STAMP, build_class="aarch64-dotprod-fp16")) != key
+    assert vllm_build.wheel_cache_key(dict(STAMP, python="3.12")) != key
+    with pytest.raises(BuildError, match="needs build_class"):
+        vllm_build.wheel_cache_key(dict(STAMP, build_class=""))
+
+
+def test_a_bf16_wheel_is_refused_on_neoverse_n1():
+    vllm_build.check_wheel_class(STAMP, "aarch64-dotprod-fp16-bf16")
+    with pytest.raises(BuildError, match="compiled for build class aarch64-dotprod-fp16-bf16, but graviton2 is "
+                                         "aarch64-dotprod-fp16"):
+        vllm_build.check_wheel_class(STAMP, "aarch64-dotprod-fp16", "graviton2")
+
+
+NINJA_LOG = """
+  -- Configuring done (2.1s)
+  [1/4] Building CXX object CMakeFiles/_C.dir/csrc/cpu/module.cpp.o
+  [2/4] Building CXX object CMakeFiles/_C.dir/csrc/cpu/add.cpp.o
+  [3/4] Building CXX object CMakeFiles/_C.dir/csrc/cpu/dot.cpp.o
+  warning: something
+"""
+
+
+def test_progress_is_the_last_ninja_step():
+    progress = vllm_build.ninja_progress(NINJA_LOG)
+    assert progress == {"done": 3, "total": 4, "line": "[3/4] Building CXX object CMakeFiles/_C.dir/csrc/cpu/dot.cpp.o"}
+    assert vllm_build.ninja_progress("Collecting cmake\nInstalling build dependencies") is None
+
+
+def test_history_lines_and_rollback_target():
+    history = vllm_build.parse_history('{"release": "a"}\n\n{"release": "b"}\n')
+    assert history == ["a", "b"]
+    assert vllm_build.rollback_target(history, "b", {"a": {}, "b": {}}) == "a"
+    assert vllm_build.rollback_target(history + ["a"], "a", {"a": {}, "b": {}}) == "b"
+    with pytest.raises(BuildError, match="no earlier release to roll back to"):
+        vllm_build.rollback_target(["a"], "a", {"a": {}})
+    with pytest.raises(BuildError, match="Line 2 of the release history"):
+        vllm_build.parse_history('{"release": "a"}\nnot json\n')
+
+
+def test_pruning_keeps_the_newest_and_the_protected():
+    releases = {name: {"created": "2026-11-%02dT00:00:00" % day} for day, name in enumerate("abcde", start=1)}
+    assert vllm_build.releases_to_prune(releases, 3, ["e"]) == ["b", "a"]
+    assert vllm_build.releases_to_prune(releases, 2, ["e", "a"]) == ["c", "b"]
+    assert vllm_build.releases_to_prune(releases, 10, []) == []
+    for keep in (0, -1, "3", True):
+        with pytest.raises(BuildError, match="vllm_build_keep_releases"):
+            vllm_build.releases_to_prune(releases, keep, [])
