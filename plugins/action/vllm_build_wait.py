@@ -58,7 +58,7 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("The vLLM build did not finish within %d s; it may still run on the host. "
                                         "Full log: %s" % (args["timeout"], args["log"]))
             time.sleep(args["poll"])
-        for key in ("wheel", "torch", "seconds", "stopped_earlier_build", "msg", "rc"):
+        for key in ("wheel", "torch", "seconds", "stopped_earlier_build", "adopted_earlier_build", "msg", "rc"):
             if key in status:
                 result[key] = status[key]
         result["log_tail"] = status.get("log_tail") or log.get("tail", [])

@@ -25,6 +25,10 @@ def vllm_build_cache_key(stamp):
     return vllm_build.wheel_cache_key(stamp)
 
 
+def vllm_build_builders(hosts, identities, compile_needed):
+    return vllm_build.elect_builders(list(hosts), list(identities), list(compile_needed))
+
+
 def _wrap(function):
     def wrapper(*args, **kwargs):
         try:
@@ -37,5 +41,5 @@ def _wrap(function):
 
 class FilterModule:
     def filters(self):
-        functions = (vllm_build_identity, vllm_build_release_name, vllm_build_cache_key)
+        functions = (vllm_build_identity, vllm_build_release_name, vllm_build_cache_key, vllm_build_builders)
         return dict((function.__name__, _wrap(function)) for function in functions)

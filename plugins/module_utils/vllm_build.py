@@ -164,3 +164,18 @@ def releases_to_prune(releases, keep, protected):
     newest_first = sorted(releases, key=lambda name: (str(releases[name].get("created", "")), name), reverse=True)
     kept = set(newest_first[:keep]) | {name for name in protected if name}
     return [name for name in newest_first if name not in kept]
+
+
+def elect_builders(hosts, identities, compile_needed):
+    """Which host compiles each build: the first host, in play order, that needs that identity built.
+
+    The others of the same identity wait and install the builder's wheel from the controller's
+    cache, so a fleet compiles once per build class (the identity includes the class).
+    """
+    if not (len(hosts) == len(identities) == len(compile_needed)):
+        raise BuildError("elect_builders needs one identity and one compile flag per host.")
+    builders = {}
+    for host, identity, needed in zip(hosts, identities, compile_needed):
+        if needed and identity and identity not in builders:
+            builders[str(identity)] = str(host)
+    return builders

@@ -16,9 +16,10 @@ description:
     environment (C(VLLM_TARGET_DEVICE), C(MAX_JOBS), compiler launcher, ...).
   - All output goes to O(log), appended, so a long build can be followed while it runs (see
     M(arm_inference.vllm.vllm_build_wait)) and read after it failed.
-  - Meant to run as an Ansible async job, so the build survives a dropped SSH connection. A build of the
-    same tree that is still running from an earlier, interrupted run is stopped first; the compile
-    then resumes from the CMake build directory inside the tree and ccache.
+  - Meant to run as an Ansible async job, so the build survives a dropped SSH connection. When a build of
+    the same tree started by an earlier run is still going (its controller went away), this waits for it
+    and takes its wheel. When that build died instead, whatever it left running is stopped and the build
+    starts over, resuming from the CMake build directory inside the tree and ccache.
   - On success writes C(build.json) next to the log, naming the wheel. Nothing is installed outside the
     build venv and O(dist).
 options:
@@ -85,9 +86,13 @@ torch:
   returned: success
   type: str
 stopped_earlier_build:
-  description: Process group of an earlier build of this tree that was still running and was stopped.
+  description: Process group of an earlier build step of this tree that was left running and was stopped.
   returned: success
   type: int
+adopted_earlier_build:
+  description: Whether the wheel comes from a build an earlier run started, which this one waited for.
+  returned: success
+  type: bool
 """
 
 import datetime
@@ -138,6 +143,28 @@ def stop_earlier_build(marker):
     return pgid
 
 
+def _record_owner(path):
+    with open(path, "w", encoding="ascii") as handle:
+        handle.write("%d %s\n" % (os.getpid(), _start_time(os.getpid())))
+
+
+def wait_for_earlier_owner(path, log):
+    """Wait while the module process of an earlier run still builds this tree; True if there was one."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            pid, started = handle.read().split()
+        pid = int(pid)
+    except (OSError, ValueError):
+        return False
+    if pid == os.getpid() or _start_time(pid) != started:
+        return False
+    with open(log, "ab") as handle:
+        handle.write(("\n==> %s  waiting for the build an earlier run started (pid %d)\n" % (_now(), pid)).encode())
+    while _start_time(pid) == started:
+        time.sleep(2)
+    return True
+
+
 def _tail(path):
     try:
         with open(path, "rb") as handle:
@@ -161,6 +188,39 @@ def run_step(module, argv, cwd, env, log, marker):
     return code
 
 
+def run_steps(module, params, stamp, marker):
+    """Requirements into the build venv, then the wheel; fail with the log tail at the first error."""
+    pip = os.path.join(params["venv"], "bin", "pip")
+    env = {"PYTHONUNBUFFERED": "1", "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.update({str(key): str(value) for key, value in params["environment"].items()})
+    if os.path.exists(stamp):
+        os.remove(stamp)
+    os.makedirs(params["dist"], exist_ok=True)
+    for stale in glob.glob(os.path.join(params["dist"], "*")):
+        os.remove(stale)
+    steps = [[pip, "install", "-r", name] + params["pip_args"] for name in params["requirements"]]
+    steps.append([pip, "wheel", "--no-build-isolation", "--no-deps", "-v", "--wheel-dir", params["dist"], "."])
+    for argv in steps:
+        code = run_step(module, argv, params["source"], env, params["log"], marker)
+        if code != 0:
+            module.fail_json(msg="vLLM build step failed with exit code %d: %s. Full log: %s"
+                             % (code, " ".join(argv), params["log"]), log_tail=_tail(params["log"]))
+
+
+def write_record(module, params, stamp, started):
+    """build.json names the wheel; it is written before the markers go, so a waiting run finds it."""
+    wheels = sorted(glob.glob(os.path.join(params["dist"], "*.whl")))
+    if len(wheels) != 1:
+        module.fail_json(msg="Expected one wheel in %s after the build, found %d." % (params["dist"], len(wheels)),
+                         log_tail=_tail(params["log"]))
+    dummy_rc, torch, dummy_err = module.run_command([os.path.join(params["venv"], "bin", "python"), "-I", "-c", TORCH_PROBE])
+    record = {"wheel": os.path.basename(wheels[0]), "torch": torch.strip() or None, "finished": _now(),
+              "seconds": round(time.monotonic() - started), "environment": params["environment"]}
+    with open(stamp, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=2, sort_keys=True)
+    return record
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -175,41 +235,28 @@ def main():
         supports_check_mode=False,
     )
     params = module.params
-    pip = os.path.join(params["venv"], "bin", "pip")
-    marker = params["log"] + ".running"
-    stopped = stop_earlier_build(marker)
-    env = {"PYTHONUNBUFFERED": "1", "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    env.update({str(key): str(value) for key, value in params["environment"].items()})
-
+    marker, owner = params["log"] + ".running", params["log"] + ".owner"
     stamp = os.path.join(os.path.dirname(params["log"]), "build.json")
-    if os.path.exists(stamp):
-        os.remove(stamp)
-    os.makedirs(params["dist"], exist_ok=True)
-    for stale in glob.glob(os.path.join(params["dist"], "*")):
-        os.remove(stale)
-    steps = [[pip, "install", "-r", name] + params["pip_args"] for name in params["requirements"]]
-    steps.append([pip, "wheel", "--no-build-isolation", "--no-deps", "-v", "--wheel-dir", params["dist"], "."])
-    started = time.monotonic()
-    for argv in steps:
-        code = run_step(module, argv, params["source"], env, params["log"], marker)
-        if code != 0:
-            module.fail_json(msg="vLLM build step failed with exit code %d: %s. Full log: %s"
-                             % (code, " ".join(argv), params["log"]), log_tail=_tail(params["log"]))
-    os.remove(marker)
-
-    wheels = sorted(glob.glob(os.path.join(params["dist"], "*.whl")))
-    if len(wheels) != 1:
-        module.fail_json(msg="Expected one wheel in %s after the build, found %d." % (params["dist"], len(wheels)),
-                         log_tail=_tail(params["log"]))
-    dummy_rc, torch, dummy_err = module.run_command([os.path.join(params["venv"], "bin", "python"), "-I", "-c", TORCH_PROBE])
-    torch = torch.strip() or None
-    record = {"wheel": os.path.basename(wheels[0]), "torch": torch, "finished": _now(),
-              "seconds": round(time.monotonic() - started), "environment": params["environment"]}
-    with open(stamp, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=2, sort_keys=True)
-    module.exit_json(changed=True, wheel=wheels[0], torch=torch, stopped_earlier_build=stopped,
-                     seconds=record["seconds"])
-
+    adopted = wait_for_earlier_owner(owner, params["log"])
+    if adopted and os.path.exists(stamp):
+        with open(stamp, encoding="utf-8") as handle:
+            record = json.load(handle)
+        wheel = os.path.join(params["dist"], record.get("wheel", ""))
+        if os.path.isfile(wheel):
+            module.exit_json(changed=True, wheel=wheel, torch=record.get("torch"), stopped_earlier_build=None,
+                             adopted_earlier_build=True, seconds=record.get("seconds"))
+    _record_owner(owner)
+    try:
+        stopped = stop_earlier_build(marker)
+        started = time.monotonic()
+        run_steps(module, params, stamp, marker)
+        record = write_record(module, params, stamp, started)
+    finally:
+        for leftover in (marker, owner):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+    module.exit_json(changed=True, wheel=os.path.join(params["dist"], record["wheel"]), torch=record["torch"],
+                     stopped_earlier_build=stopped, adopted_earlier_build=False, seconds=record["seconds"])
 
 if __name__ == "__main__":
     main()

@@ -25,10 +25,10 @@ def podman(*args, check=True):
 class Container:
     """A throw-away container reachable through Ansible's podman connection."""
 
-    def __init__(self, image, systemd):
+    def __init__(self, image, systemd, options=()):
         self.name = "arm-inference-it-%s" % uuid.uuid4().hex[:8]
         command = ["/lib/systemd/systemd"] if systemd else ["sleep", "infinity"]
-        options = ["--privileged", "--systemd=always"] if systemd else []
+        options = (["--privileged", "--systemd=always"] if systemd else []) + list(options)
         podman("run", "-d", "--name", self.name, *options, image, *command)
 
     def exec(self, command):
@@ -112,6 +112,8 @@ BUILD_SETUP = {
     "vllm_build_torch_index_url": "",
     "vllm_build_min_free_disk_gib": 1,
     "vllm_build_poll_interval": 2,
+    # Every host compiles; the fleet test turns the controller's wheel cache on.
+    "vllm_build_wheel_cache_dir": "",
 }
 
 

@@ -47,9 +47,9 @@ def served_version(host):
     return host.exec("%s/current/venv/bin/python -I -c '%s'" % (ROOT, probe)).stdout.split()
 
 
-def sleeping(host):
-    """Whether the fixture's slow build step (sleep 20) runs; the image has no procps."""
-    probe = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -q '^sleep 20 $'"
+def sleeping(host, seconds):
+    """Whether the fixture's slow build step (sleep N) runs; the image has no procps."""
+    probe = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -q '^sleep %d $'" % seconds
     return host.exec(probe).returncode == 0
 
 
@@ -101,33 +101,54 @@ def test_a_ref_that_fails_to_compile_leaves_the_current_release(host, tmp_path):
     assert current(host) == before and served_version(host)[0] == "0.32.0+cpu"
 
 
-def test_an_interrupted_build_is_completed_by_the_next_run(host, tmp_path):
-    before = current(host)
-    slow = {"vllm_build_environment": {"VLLM_FIXTURE_COMPILE_DELAY": "20"}}
+def interrupt(host, tmp_path, delay):
+    """Start a build whose compile sleeps `delay` s, and kill the controller once the sleep runs."""
     variables = tmp_path / "slow.json"
-    variables.write_text(json.dumps(dict(BUILD_SETUP, vllm_build_git_ref="v0.32.1", **slow)))
-    first = subprocess.Popen(
-        ["ansible-playbook", "-i", str(_inventory(host, tmp_path)), BUILD, "-e", "@%s" % variables],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=_env())
+    variables.write_text(json.dumps(dict(BUILD_SETUP, vllm_build_git_ref="v0.32.1",
+                                         vllm_build_environment={"VLLM_FIXTURE_COMPILE_DELAY": str(delay)})))
+    controller = subprocess.Popen(["ansible-playbook", "-i", str(_inventory(host, tmp_path)), BUILD, "-e", "@%s" % variables],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
     try:
         for dummy in range(180):
-            if sleeping(host):
+            if sleeping(host, delay):
                 break
             time.sleep(1)
         else:
             pytest.fail("the slow build never reached its compile step")
     finally:
         # The controller goes away mid-build, as with a dropped SSH session or a closed laptop.
-        first.kill()
-        first.communicate()
-    assert sleeping(host), "the build did not survive its controller"
+        controller.kill()
+        controller.wait()
+    return host.exec("dirname $(ls /opt/vllm/builds/*/build.log.owner)").stdout.strip()
+
+
+def test_a_build_that_outlives_its_controller_is_adopted_by_the_next_run(host, tmp_path):
+    before = current(host)
+    build_dir = interrupt(host, tmp_path, 20)
+    assert sleeping(host, 20), "the build did not survive its controller"
     assert current(host) == before
 
-    result, output = build(host, tmp_path, "v0.32.1", **slow)
+    result, output = build(host, tmp_path, "v0.32.1", vllm_build_environment={"VLLM_FIXTURE_COMPILE_DELAY": "20"})
     assert result.returncode == 0, output[-3000:]
+    log = host.exec("cat %s/build.log" % build_dir).stdout
+    assert "waiting for the build an earlier run started" in log and log.count("pip wheel") == 1, log[-3000:]
     assert current(host).startswith("releases/v0.32.1-") and served_version(host)[0] == "0.32.1+cpu"
-    assert not sleeping(host)
+
+
+def test_a_killed_build_is_restarted_and_completed_by_the_next_run(host, tmp_path):
+    before = current(host)
+    build_dir = interrupt(host, tmp_path, 21)
+    # The host kills the build (OOM killer, reboot): the module and the compile's process group.
+    kill = "kill -9 $(cut -d' ' -f1 {0}/build.log.owner); kill -9 -$(cut -d' ' -f1 {0}/build.log.running)"
+    assert host.exec(kill.format(build_dir)).returncode == 0
+    time.sleep(1)
+    assert not sleeping(host, 21) and current(host) == before
+
+    result, output = build(host, tmp_path, "v0.32.1", vllm_build_environment={"VLLM_FIXTURE_COMPILE_DELAY": "21"})
+    assert result.returncode == 0, output[-3000:]
+    log = host.exec("cat %s/build.log" % build_dir).stdout
+    assert log.count("pip wheel") == 2 and "waiting for the build" not in log, log[-3000:]
+    assert current(host) != before and served_version(host)[0] == "0.32.1+cpu"
 
 
 def _inventory(host, tmp_path):

@@ -169,3 +169,15 @@ def test_pruning_keeps_the_newest_and_the_protected():
     for keep in (0, -1, "3", True):
         with pytest.raises(BuildError, match="vllm_build_keep_releases"):
             vllm_build.releases_to_prune(releases, keep, [])
+
+
+def test_one_builder_per_identity_in_play_order():
+    hosts = ["graviton3-a", "graviton3-b", "graviton2-a", "graviton3-c", "graviton2-b"]
+    identities = ["v3", "v3", "n1", "v3", "n1"]
+    assert vllm_build.elect_builders(hosts, identities, [True] * 5) == {"v3": "graviton3-a", "n1": "graviton2-a"}
+    # A host that already has the build (or finds it cached) does not compile it.
+    assert vllm_build.elect_builders(hosts, identities, [False, True, True, True, False]) == {
+        "v3": "graviton3-b", "n1": "graviton2-a"}
+    assert vllm_build.elect_builders(hosts, identities, [False] * 5) == {}
+    with pytest.raises(BuildError, match="one identity and one compile flag per host"):
+        vllm_build.elect_builders(hosts, identities[:2], [True] * 5)
