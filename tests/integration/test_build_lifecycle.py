@@ -6,6 +6,7 @@ The aarch64 molecule scenario compiles the same tree with NEON under emulation."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import BUILD_SETUP, NATIVE, REPO_ROOT, Container, boot, stage_fixture_repo
+from conftest import BUILD_SETUP, NATIVE, REPO_ROOT, Container, boot, podman, stage_fixture_repo
 
 BUILD = str(REPO_ROOT / "playbooks" / "build.yml")
 ROOT = "/opt/vllm"
@@ -162,3 +163,29 @@ def _env():
     import os
 
     return dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(REPO_ROOT / ".cache" / "collections"))
+
+
+def test_a_ready_made_wheel_becomes_a_release_without_compiling(host, tmp_path):
+    built = stamp(host, current(host))
+    wheel = tmp_path / built["wheel"]
+    podman("cp", "%s:%s/builds/%s/dist/%s" % (host.name, ROOT, built["identity"], built["wheel"]), str(wheel))
+    ready_made = {"vllm_build_method": "wheel", "vllm_build_wheel": str(wheel)}
+    result, output = build(host, tmp_path, "v0.32.1", **ready_made)
+    assert result.returncode == 0, output[-3000:]
+    release = current(host)
+    assert release.startswith("releases/vllm-0.32.1-cpu-cp3") and release != "releases/" + built["release"], release
+    info = stamp(host, release)
+    assert info["source"] == {"method": "wheel", "wheel": str(wheel),
+                              "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
+    assert host.exec("test -e %s/builds/%s/build.log" % (ROOT, info["identity"])).returncode != 0
+    assert served_version(host)[0] == "0.32.1+cpu"
+    result, output = build(host, tmp_path, "v0.32.1", **ready_made)
+    assert result.returncode == 0 and re.search(r"changed=0\s", output), output[-3000:]
+
+    # The same file described as compiled for another CPU class (as the wheel cache would) is refused.
+    (tmp_path / "wheel.json").write_text(json.dumps({"build_class": "aarch64-dotprod-fp16-bf16", "builder": "graviton4-01"}))
+    result, output = build(host, tmp_path, "v0.32.1", **ready_made)
+    assert result.returncode != 0
+    assert "was compiled on graviton4-01 for build class aarch64-dotprod-fp16-bf16, but %s is x86_64-" % host.name \
+        in output, output[-3000:]
+    assert current(host) == release
