@@ -258,5 +258,6 @@ def main():
     module.exit_json(changed=True, wheel=os.path.join(params["dist"], record["wheel"]), torch=record["torch"],
                      stopped_earlier_build=stopped, adopted_earlier_build=False, seconds=record["seconds"])
 
+
 if __name__ == "__main__":
     main()
