@@ -117,6 +117,16 @@ def check_wheel_class(stamp, host_class, host_name="this host"):
                 stamp.get("wheel", "(unnamed)"), wheel_class or "(unknown)", host_name, host_class))
 
 
+LOG_WINDOW = 65536
+
+
+def read_log_end(path):
+    """The last 64 KiB of a build log as text: enough for the tail and the last ninja step, cheap on big logs."""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, os.path.getsize(path) - LOG_WINDOW))
+        return handle.read().decode("utf-8", "replace")
+
+
 def ninja_progress(text):
     """The last ninja step in a build log, as {'done', 'total', 'line'}; None before ninja runs."""
     last = None

@@ -65,8 +65,6 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
 
-WINDOW = 65536
-
 
 def main():
     module = AnsibleModule(
@@ -76,9 +74,7 @@ def main():
     path = module.params["path"]
     try:
         size = os.path.getsize(path)
-        with open(path, "rb") as handle:
-            handle.seek(max(0, size - WINDOW))
-            text = handle.read().decode("utf-8", "replace")
+        text = vllm_build.read_log_end(path)
     except FileNotFoundError:
         module.exit_json(changed=False, exists=False, size=0, progress=None, last_line="", tail=[])
     except OSError as error:

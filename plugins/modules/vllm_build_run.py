@@ -103,6 +103,7 @@ import signal
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
 
 TAIL_LINES = 40
 TORCH_PROBE = "import importlib.metadata as m\ntry:\n print(m.version('torch'))\nexcept m.PackageNotFoundError:\n pass"
@@ -122,16 +123,23 @@ def _start_time(pid):
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
-def stop_earlier_build(marker):
-    """Stop the process group recorded by an earlier attempt if it still runs; return its id."""
+def _recorded_live_process(marker):
+    """(pid, start time) from a marker an earlier attempt wrote, if that very process still runs."""
     try:
         with open(marker, encoding="ascii") as handle:
-            pgid, started = handle.read().split()
-        pgid = int(pgid)
+            pid, started = handle.read().split()
+        pid = int(pid)
     except (OSError, ValueError):
         return None
-    if _start_time(pgid) != started:
+    return (pid, started) if _start_time(pid) == started else None
+
+
+def stop_earlier_build(marker):
+    """Stop the process group recorded by an earlier attempt if it still runs; return its id."""
+    recorded = _recorded_live_process(marker)
+    if recorded is None:
         return None
+    pgid, started = recorded
     for sig, grace in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
         try:
             os.killpg(pgid, sig)
@@ -150,14 +158,10 @@ def _record_owner(path):
 
 def wait_for_earlier_owner(path, log):
     """Wait while the module process of an earlier run still builds this tree; True if there was one."""
-    try:
-        with open(path, encoding="ascii") as handle:
-            pid, started = handle.read().split()
-        pid = int(pid)
-    except (OSError, ValueError):
+    recorded = _recorded_live_process(path)
+    if recorded is None or recorded[0] == os.getpid():
         return False
-    if pid == os.getpid() or _start_time(pid) != started:
-        return False
+    pid, started = recorded
     with open(log, "ab") as handle:
         handle.write(("\n==> %s  waiting for the build an earlier run started (pid %d)\n" % (_now(), pid)).encode())
     while _start_time(pid) == started:
@@ -167,9 +171,7 @@ def wait_for_earlier_owner(path, log):
 
 def _tail(path):
     try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.path.getsize(path) - 65536))
-            return handle.read().decode("utf-8", "replace").splitlines()[-TAIL_LINES:]
+        return vllm_build.read_log_end(path).splitlines()[-TAIL_LINES:]
     except OSError:
         return []
 
