@@ -14,24 +14,17 @@ import time
 
 import pytest
 
-from conftest import BUILD_SETUP, NATIVE, REPO_ROOT, Container, boot, podman, stage_fixture_repo
+from conftest import BUILD_SETUP, REPO_ROOT, playbook_command, podman, prepared_host
 
 BUILD = str(REPO_ROOT / "playbooks" / "build.yml")
 ROOT = "/opt/vllm"
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=True)
-    try:
-        boot(container)
-        stage_fixture_repo(container, tmp_path_factory.mktemp("fixture"))
-        result = container.playbook(tmp_path_factory.mktemp("site"), str(REPO_ROOT / "playbooks" / "site.yml"),
-                                    BUILD_SETUP)
-        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-        yield container
-    finally:
-        container.remove()
+def host(prepared_image):
+    container = prepared_host(prepared_image)
+    yield container
+    container.remove()
 
 
 def build(host, tmp_path, ref, **extra):
@@ -104,11 +97,10 @@ def test_a_ref_that_fails_to_compile_leaves_the_current_release(host, tmp_path):
 
 def interrupt(host, tmp_path, delay):
     """Start a build whose compile sleeps `delay` s, and kill the controller once the sleep runs."""
-    variables = tmp_path / "slow.json"
-    variables.write_text(json.dumps(dict(BUILD_SETUP, vllm_build_git_ref="v0.32.1",
-                                         vllm_build_environment={"VLLM_FIXTURE_COMPILE_DELAY": str(delay)})))
-    controller = subprocess.Popen(["ansible-playbook", "-i", str(_inventory(host, tmp_path)), BUILD, "-e", "@%s" % variables],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+    variables = dict(BUILD_SETUP, vllm_build_git_ref="v0.32.1",
+                     vllm_build_environment={"VLLM_FIXTURE_COMPILE_DELAY": str(delay)})
+    command, env = playbook_command([host], tmp_path, BUILD, variables)
+    controller = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         for dummy in range(180):
             if sleeping(host, delay):
@@ -152,19 +144,6 @@ def test_a_killed_build_is_restarted_and_completed_by_the_next_run(host, tmp_pat
     log = host.exec("cat %s/build.log" % build_dir).stdout
     assert log.count("pip wheel") == 2 and "waiting for the build" not in log, log[-3000:]
     assert current(host) != before and served_version(host)[0] == "0.32.1+cpu"
-
-
-def _inventory(host, tmp_path):
-    path = tmp_path / "inventory.json"
-    path.write_text(json.dumps({"vllm_hosts": {"hosts": {host.name: {
-        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-    return path
-
-
-def _env():
-    import os
-
-    return dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(REPO_ROOT / ".cache" / "collections"))
 
 
 def test_a_ready_made_wheel_becomes_a_release_without_compiling(host, tmp_path):

@@ -6,7 +6,9 @@ placed in a temporary tree that is put first on sys.path.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +22,8 @@ def _link_collection():
     namespace.mkdir(parents=True)
     os.symlink(REPO_ROOT, namespace / "vllm")
     sys.path.insert(0, str(root))
+    # rmtree removes the link, not the checkout it points to.
+    atexit.register(shutil.rmtree, root, True)
 
 
 _link_collection()
