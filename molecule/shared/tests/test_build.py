@@ -13,7 +13,7 @@ from serve_checks import only_in_scenario
 
 testinfra_hosts = test_site.testinfra_hosts
 
-pytestmark = only_in_scenario("default", "only the default scenario builds the fixture vLLM")
+pytestmark = only_in_scenario("site", "only the site scenario builds the fixture vLLM")
 
 ROOT = "/opt/vllm"
 

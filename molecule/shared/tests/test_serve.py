@@ -14,7 +14,7 @@ from serve_checks import only_in_scenario, places_without_the_key
 
 testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as the site tests
 
-pytestmark = only_in_scenario("default", "only the default scenario builds and serves the fixture vLLM")
+pytestmark = only_in_scenario("site", "only the site scenario builds and serves the fixture vLLM")
 
 UNIT = "vllm-serve-main.service"
 KEY_FILE = "/etc/vllm-serve/api_key"
