@@ -273,6 +273,9 @@ def serve_units(facts, instances, settings):
             "host": str(address),
             "port": port,
             "health_url": "%s/health" % base_url,
+            # What smoke tests and benchmarks need to reach the instance (vllm_serve's endpoints file).
+            "endpoint": {"name": name, "base_url": base_url,
+                         "api_key_file": merged["api_key_file"] if merged["api_key_configured"] else ""},
             "models_url": "%s/v1/models" % base_url,
             "state_dir": state_dir,
             "cache_dir": cache_dir,

@@ -139,7 +139,10 @@ def test_key_transport_file_names_the_file_and_credential_does_not(altra):
     assert unit["environment"]["ARM_INFERENCE_API_KEY_REQUIRED"] == "1"
     [unit] = serve_units(altra, [{}], settings)
     assert "ARM_INFERENCE_API_KEY_FILE" not in unit["environment"]
+    # Clients (smoke.yml) find the key where it is stored on the host, whatever the transport.
+    assert unit["endpoint"] == {"name": "main", "base_url": "http://127.0.0.1:8000", "api_key_file": "/etc/vllm-serve/api_key"}
     [unit] = serve_units(altra, [{}], {"model": MODEL})
     assert "ARM_INFERENCE_API_KEY_REQUIRED" not in unit["environment"]
+    assert unit["endpoint"]["api_key_file"] == ""
     assert "vllm_serve_api_key_transport must be one of credential, file" in _error(
         altra, [{}], {"api_key_transport": "env"})
