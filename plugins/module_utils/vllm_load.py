@@ -70,3 +70,93 @@ def levels_to_run(concurrency, requests):
             raise ValueError("concurrency levels must be integers >= 1, got %r" % (level,))
         levels.append((level, requests if requests > 0 else level))
     return levels
+
+
+# Series colours of the sweep plot (colour-blind safe, from the Okabe-Ito palette).
+COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+PANELS = (
+    ("output_tokens_per_second", "output tokens/s", "Throughput"),
+    ("latency_p50_ms", "ms", "Latency p50 (solid) and TTFT p50 (dashed)"),
+)
+WIDTH, HEIGHT, MARGIN = 460, 300, 56
+
+
+def _escape(text):
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _nice_ceiling(value):
+    """The smallest 1/2/5 x 10^n at or above `value`, so the axis ends on a round number."""
+    if value <= 0:
+        return 1.0
+    exponent = math.floor(math.log10(value))
+    for step in (1, 2, 5, 10):
+        if step * 10 ** exponent >= value:
+            return float(step * 10 ** exponent)
+    return float(10 ** (exponent + 1))
+
+
+def sweep_series(hosts):
+    """(label, levels) per host and instance that has more than one concurrency level."""
+    series = []
+    for host in sorted(hosts):
+        for endpoint in hosts[host] or []:
+            levels = sorted(endpoint.get("levels") or [], key=lambda level: level["concurrency"])
+            if len(levels) > 1:
+                series.append(("%s %s" % (host, endpoint.get("name", "")), levels))
+    return series
+
+
+def sweep_svg(hosts):
+    """An SVG of throughput and latency against concurrency, one line per host and instance, or None
+    when no instance was measured at more than one level. `hosts` maps host -> vllm_chat_load results."""
+    series = sweep_series(hosts)
+    if not series:
+        return None
+    concurrency = sorted({level["concurrency"] for dummy, levels in series for level in levels})
+    # Levels are spaced evenly (sweeps double the concurrency), labelled with their value.
+    x_of = dict((level, MARGIN + index * (WIDTH - MARGIN - 16) / max(1, len(concurrency) - 1))
+                for index, level in enumerate(concurrency))
+    legend_height = 18 * len(series) + 10
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'
+             % (2 * WIDTH, HEIGHT + legend_height), '<rect width="100%" height="100%" fill="white"/>']
+    for panel, (key, unit, title) in enumerate(PANELS):
+        left = panel * WIDTH
+        keys = (key, "ttft_p50_ms") if key == "latency_p50_ms" else (key,)
+        values = [level[name] for dummy, levels in series for level in levels for name in keys if level.get(name) is not None]
+        top = _nice_ceiling(max(values) if values else 0)
+
+        def y_of(value, top=top):
+            return HEIGHT - MARGIN - (value / top) * (HEIGHT - 2 * MARGIN)
+
+        parts.append('<text x="%d" y="20" font-size="13" font-weight="bold">%s</text>' % (left + MARGIN, _escape(title)))
+        parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+                     % (left + MARGIN, HEIGHT - MARGIN, left + WIDTH - 16, HEIGHT - MARGIN))
+        parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+                     % (left + MARGIN, MARGIN, left + MARGIN, HEIGHT - MARGIN))
+        for tick in range(5):
+            value = top * tick / 4
+            parts.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>'
+                         % (left + MARGIN - 4, y_of(value) + 4, ("%g" % value)))
+            parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#dddddd"/>'
+                         % (left + MARGIN, y_of(value), left + WIDTH - 16, y_of(value)))
+        for level in concurrency:
+            parts.append('<text x="%.1f" y="%d" text-anchor="middle">%d</text>' % (left + x_of[level], HEIGHT - MARGIN + 16, level))
+        parts.append('<text x="%d" y="%d" text-anchor="middle">requests in flight</text>'
+                     % (left + (WIDTH + MARGIN) // 2, HEIGHT - MARGIN + 34))
+        parts.append('<text x="%d" y="%d" text-anchor="middle" transform="rotate(-90 %d %d)">%s</text>'
+                     % (left + 14, HEIGHT // 2, left + 14, HEIGHT // 2, _escape(unit)))
+        for index, (label, levels) in enumerate(series):
+            colour = COLOURS[index % len(COLOURS)]
+            for name, dash in zip(keys, ("", ' stroke-dasharray="5,3"')):
+                points = ["%.1f,%.1f" % (left + x_of[level["concurrency"]], y_of(level[name]))
+                          for level in levels if level.get(name) is not None]
+                if points:
+                    parts.append('<polyline data-series="%s" data-metric="%s" fill="none" stroke="%s" stroke-width="2"%s points="%s"/>'
+                                 % (_escape(label), name, colour, dash, " ".join(points)))
+    for index, (label, dummy) in enumerate(series):
+        y = HEIGHT + 14 + 18 * index
+        parts.append('<rect x="%d" y="%d" width="14" height="4" fill="%s"/>' % (MARGIN, y - 4, COLOURS[index % len(COLOURS)]))
+        parts.append('<text x="%d" y="%d">%s</text>' % (MARGIN + 20, y, _escape(label)))
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"

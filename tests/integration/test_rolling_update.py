@@ -76,3 +76,17 @@ def test_a_host_that_fails_its_health_gate_is_rolled_back_and_stops_the_rollout(
     # Batch 3 never started: same release, same server process, nothing of v0.32.1 on it.
     assert after[2] == before[2], (before, after)
     assert fleet[2].exec("ls /opt/vllm/releases").stdout.split() == [before[2][0].split("/", 1)[1]]
+
+
+def test_a_build_that_fails_mid_rollout_leaves_the_running_instances_alone(fleet, tmp_path):
+    """After the first test: a ref that does not compile fails batch 1 in vllm_build; its release
+    and server process stay as they were (nothing to restore), and no later host is touched."""
+    before = [state(host) for host in fleet]
+    variables = dict(BUILD_SETUP, vllm_build_wheel_cache_dir=str(tmp_path / "wheels"), vllm_build_git_ref="v0.32.2-broken",
+                     **SERVE)
+    result = run_playbook(fleet, tmp_path, str(REPO_ROOT / "playbooks" / "rolling_update.yml"), variables)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert "vllm_rollout: the update of %s failed" % fleet[0].name in output, output[-3000:]
+    assert "fixture_undeclared_bias" in output, output[-3000:]
+    assert [state(host) for host in fleet] == before

@@ -80,3 +80,52 @@ def test_levels_send_one_request_per_slot_unless_a_count_is_given():
 def test_levels_must_be_positive_integers(level):
     with pytest.raises(ValueError, match="concurrency levels must be integers >= 1"):
         levels_to_run([level], 0)
+
+
+def _level(concurrency, tokens_per_second, latency, ttft):
+    return {"concurrency": concurrency, "output_tokens_per_second": tokens_per_second,
+            "latency_p50_ms": latency, "ttft_p50_ms": ttft}
+
+
+def test_sweep_svg_draws_one_line_per_instance_and_metric():
+    from xml.etree import ElementTree
+
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_load import sweep_svg
+
+    hosts = {
+        "graviton3-a": [{"name": "main", "levels": [_level(4, 310.0, 900.0, 120.0), _level(1, 95.5, 400.0, 60.0),
+                                                    _level(16, 620.0, 2500.0, None)]}],
+        "altra-a": [{"name": "node0", "levels": [_level(1, 80.0, 450.0, 70.0), _level(4, 250.0, 1000.0, 130.0)]},
+                    {"name": "node1", "levels": [_level(8, 400.0, 1500.0, 200.0)]}],
+    }
+    svg = ElementTree.fromstring(sweep_svg(hosts))
+    lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
+    drawn = sorted((line.get("data-series"), line.get("data-metric"), len(line.get("points").split())) for line in lines)
+    # node1 has one level only (no line); graviton3's TTFT is missing at 16, so that line has 2 points.
+    assert drawn == [
+        ("altra-a node0", "latency_p50_ms", 2), ("altra-a node0", "output_tokens_per_second", 2),
+        ("altra-a node0", "ttft_p50_ms", 2),
+        ("graviton3-a main", "latency_p50_ms", 3), ("graviton3-a main", "output_tokens_per_second", 3),
+        ("graviton3-a main", "ttft_p50_ms", 2),
+    ]
+    texts = [text.text for text in svg.iter("{http://www.w3.org/2000/svg}text")]
+    # The x axis lists the union of levels; the throughput axis ends on a round number above 620.
+    assert {"1", "4", "16"} <= set(texts) and "1000" in texts and "graviton3-a main" in texts
+
+
+def test_sweep_svg_points_rise_with_the_value():
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_load import sweep_svg
+
+    svg = sweep_svg({"h": [{"name": "main", "levels": [_level(1, 100.0, 100.0, 10.0), _level(2, 200.0, 150.0, 20.0)]}]})
+    throughput = [line for line in svg.splitlines() if 'data-metric="output_tokens_per_second"' in line][0]
+    (x1, y1), (x2, y2) = [tuple(float(value) for value in point.split(",")) for point in throughput.split('points="')[1].rstrip('"/>').split()]
+    assert x2 > x1 and y2 < y1  # further right, and higher up (SVG's y grows downwards)
+
+
+def test_sweep_svg_is_none_without_a_sweep_and_escapes_names():
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_load import sweep_svg
+
+    assert sweep_svg({"h": [{"name": "main", "levels": [_level(8, 1.0, 1.0, 1.0)]}]}) is None
+    assert sweep_svg({}) is None
+    svg = sweep_svg({"a<b>&c": [{"name": "x", "levels": [_level(1, 1.0, 1.0, 1.0), _level(2, 2.0, 2.0, 2.0)]}]})
+    assert "a&lt;b&gt;&amp;c x" in svg and "a<b>" not in svg
