@@ -106,8 +106,8 @@ def test_site_checks_every_role_before_any_host_changes(supported_host, tmp_path
 
 def test_site_asks_for_a_model_before_any_host_changes(supported_host, tmp_path):
     before = supported_host.state()
-    result = supported_host.playbook(tmp_path, SITE, dict(RELAXED_FLOOR, vllm_serve_instances=[{"name": "a", "model": "/srv/m"},
-                                                                                                {"name": "b"}]))
+    instances = [{"name": "a", "model": "/srv/m"}, {"name": "b"}]
+    result = supported_host.playbook(tmp_path, SITE, dict(RELAXED_FLOOR, vllm_serve_instances=instances))
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     assert "preflight: vllm_serve_model is empty and not every entry of vllm_serve_instances sets its own model" in output, \
