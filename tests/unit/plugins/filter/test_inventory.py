@@ -16,19 +16,10 @@ X86 = ["c7i.large", "c7i-flex.large", "m5.xlarge", "c7a.large", "mac2.metal", "m
        "inf2.xlarge", "trn1.2xlarge", "m8a.large", "m8i.large"]
 
 
-@pytest.mark.parametrize("instance_type", GRAVITON2)
-def test_graviton2_families(instance_type):
-    assert ec2_hardware_group(instance_type) == "graviton2"
-
-
-@pytest.mark.parametrize("instance_type", GRAVITON3)
-def test_graviton3_and_3e_families(instance_type):
-    assert ec2_hardware_group(instance_type) == "graviton3"
-
-
-@pytest.mark.parametrize("instance_type", GRAVITON4)
-def test_graviton4_families(instance_type):
-    assert ec2_hardware_group(instance_type) == "graviton4"
+@pytest.mark.parametrize("instance_type,group", [(name, "graviton2") for name in GRAVITON2]
+                         + [(name, "graviton3") for name in GRAVITON3] + [(name, "graviton4") for name in GRAVITON4])
+def test_graviton_families(instance_type, group):
+    assert ec2_hardware_group(instance_type) == group
 
 
 @pytest.mark.parametrize("instance_type", X86)
