@@ -64,6 +64,29 @@ def requirement_files(root, relative, _seen=None):
     return seen
 
 
+# vLLM >= 0.22 pins the Rust toolchain of its optional extensions (vllm-rs, Rust tool parsers) here.
+RUST_TOOLCHAIN_FILES = ("rust-toolchain.toml", "rust-toolchain")
+_RUST_CHANNEL = re.compile(r"""^\s*channel\s*=\s*["']([^"']+)["']""", re.M)
+
+
+def rust_toolchain(root):
+    """The Rust toolchain a tree pins, or None when the tree has no Rust parts."""
+    for name in RUST_TOOLCHAIN_FILES:
+        path = os.path.join(root, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if name.endswith(".toml"):
+            found = _RUST_CHANNEL.search(text)
+        else:
+            found = re.search(r"^\s*([^\s#]+)", text, re.M)
+        if not found:
+            raise BuildError("%s in the vLLM tree names no Rust toolchain channel." % name)
+        return found.group(1)
+    return None
+
+
 def requirements_digest(root, relative):
     """sha256 over a requirement file and its includes: a pin changed anywhere means a new build."""
     digest = hashlib.sha256()

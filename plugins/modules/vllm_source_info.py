@@ -14,6 +14,7 @@ description:
   - Looks at what a checked-out vLLM source tree really contains instead of guessing from its version.
     vLLM renamed its CPU build requirements from C(requirements/cpu-build.txt) to
     C(requirements/build/cpu.txt) in late 2025; the newest name present wins.
+  - Reports the Rust toolchain the tree pins for vLLM's optional Rust extensions (vLLM >= 0.22).
   - Each requirement file is fingerprinted together with every file it includes (C(-r), C(-c)), so a
     pin changed anywhere gives a new build identity.
 options:
@@ -51,6 +52,11 @@ requirement_files:
   type: list
   elements: str
   sample: [requirements/build/cpu.txt, requirements/cpu.txt, requirements/common.txt]
+rust_toolchain:
+  description: The Rust toolchain the tree pins in C(rust-toolchain.toml) for its optional Rust extensions, or null.
+  returned: success
+  type: str
+  sample: nightly-2026-03-01
 requirements_sha256:
   description: Fingerprints of the build and runtime requirements, includes folded in.
   returned: success
@@ -71,10 +77,11 @@ def main():
         for relative in found.values():
             files.extend(name for name in vllm_build.requirement_files(root, relative) if name not in files)
         digests = {kind: vllm_build.requirements_digest(root, relative) for kind, relative in found.items()}
+        rust = vllm_build.rust_toolchain(root)
     except (vllm_build.BuildError, OSError, UnicodeDecodeError) as error:
         module.fail_json(msg=str(error))
     module.exit_json(changed=False, build_requirements=found["build"], runtime_requirements=found["runtime"],
-                     requirement_files=files, requirements_sha256=digests)
+                     requirement_files=files, requirements_sha256=digests, rust_toolchain=rust)
 
 
 if __name__ == "__main__":

@@ -75,10 +75,23 @@ def test_an_sdist_from_the_index_builds_and_a_rerun_is_idle(host, archives, tmp_
     assert source["method"] == "sdist" and source["sha256"] == sha256(archives / "vllm-0.32.1.tar.gz"), source
     log = host.exec("cat %s/builds/%s/build.log" % (ROOT, stamp(host, release)["identity"])).stdout
     assert "fixture: MAX_JOBS=" in log and "SETUPTOOLS_SCM_PRETEND_VERSION" not in log
+    # The tree pins a Rust toolchain and Debian 12 packages no rustup: the build says what it lacks.
+    assert "WITHOUT its optional Rust extensions" in output and "pins nightly-2026-03-01" in output, output[-3000:]
+    assert stamp(host, release)["rust"] == ""
 
     result, output = build(host, tmp_path, **sdist)
     assert result.returncode == 0 and re.search(r"changed=0\s", output), output[-3000:]
     assert current(host) == release
+
+
+def test_required_rust_extensions_without_rustup_are_refused_before_the_build(host, tmp_path):
+    before = current(host)
+    result, output = build(host, tmp_path, vllm_build_method="sdist", vllm_build_sdist="vllm==0.32.1", vllm_build_rust="required",
+                           vllm_build_sdist_index_url="http://127.0.0.1:%d/simple" % PORT)
+    assert result.returncode != 0
+    assert ("has Rust extensions (rust-toolchain.toml pins nightly-2026-03-01) and vllm_build_rust=required, but the host has "
+            "no rustup") in output, output[-3000:]
+    assert "Start the build" not in output and current(host) == before
 
 
 def test_an_sdist_the_index_lacks_is_named_with_what_it_has(host, tmp_path):

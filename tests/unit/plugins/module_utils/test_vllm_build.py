@@ -181,3 +181,24 @@ def test_one_builder_per_identity_in_play_order():
     assert vllm_build.elect_builders(hosts, identities, [False] * 5) == {}
     with pytest.raises(BuildError, match="one identity and one compile flag per host"):
         vllm_build.elect_builders(hosts, identities[:2], [True] * 5)
+
+
+@pytest.mark.parametrize("name, text, channel", [
+    ("rust-toolchain.toml", '[toolchain]\nchannel = "nightly-2026-03-01"\ncomponents = ["rustfmt"]\n', "nightly-2026-03-01"),
+    ("rust-toolchain.toml", "[toolchain]\nprofile = 'minimal'\nchannel = '1.87.0'\n", "1.87.0"),
+    ("rust-toolchain", "# legacy form: the channel alone\nstable\n", "stable"),
+])
+def test_the_rust_toolchain_a_tree_pins_is_read(tmp_path, name, text, channel):
+    write(tmp_path, name, text)
+    assert vllm_build.rust_toolchain(str(tmp_path)) == channel
+
+
+def test_a_tree_without_rust_parts_has_no_toolchain_and_the_fixture_pins_one(tmp_path):
+    assert vllm_build.rust_toolchain(str(tmp_path)) is None
+    assert vllm_build.rust_toolchain(str(FIXTURE_TREE)) == "nightly-2026-03-01"
+
+
+def test_a_toolchain_file_without_a_channel_is_an_error(tmp_path):
+    write(tmp_path, "rust-toolchain.toml", '[toolchain]\ncomponents = ["rustfmt"]\n')
+    with pytest.raises(BuildError, match="names no Rust toolchain channel"):
+        vllm_build.rust_toolchain(str(tmp_path))
