@@ -203,7 +203,30 @@ def setup_venv(_args):
     stamp.write_text(digest)
 
 
+# Collection paths ansible searches besides ANSIBLE_COLLECTIONS_PATH; ansible-lint puts the user's
+# first, so a copy installed there would be tested instead of this checkout.
+SHADOWING_COLLECTION_ROOTS = [
+    Path.home() / ".ansible" / "collections",
+    Path("/usr/share/ansible/collections"),
+]
+
+
+def shadowing_copies(roots=None):
+    found = []
+    for root in SHADOWING_COLLECTION_ROOTS if roots is None else roots:
+        candidate = Path(root) / "ansible_collections" / "arm_inference" / "vllm"
+        if (candidate.exists() or candidate.is_symlink()) and candidate.resolve() != REPO_ROOT:
+            found.append(candidate)
+    return found
+
+
 def link_collection(_args):
+    stale = shadowing_copies()
+    if stale:
+        sys.exit(
+            "[harness] another arm_inference.vllm is installed at %s; lint and tests would load it instead "
+            "of this checkout. Remove it (rm -rf %s) and run again." % (", ".join(map(str, stale)), " ".join(map(str, stale)))
+        )
     namespace = CACHE_DIR / "collections" / "ansible_collections" / "arm_inference"
     namespace.mkdir(parents=True, exist_ok=True)
     link = namespace / "vllm"

@@ -1,4 +1,4 @@
-"""The harness takes the Debian mirror from the machine's own apt sources (one-line or deb822)."""
+"""Harness helpers: the Debian mirror from apt sources (one-line or deb822), and collection copies that would shadow the checkout."""
 
 from __future__ import annotations
 
@@ -55,3 +55,17 @@ def test_recipes_hash_differently_and_stably():
     digests = {name: harness.recipe_digest(name) for name in harness.IMAGES}
     assert len(set(digests.values())) == len(digests)
     assert digests == {name: harness.recipe_digest(name) for name in harness.IMAGES}
+
+
+def test_an_installed_copy_of_the_collection_is_reported_as_shadowing(tmp_path):
+    installed = tmp_path / "user" / "ansible_collections" / "arm_inference" / "vllm"
+    installed.mkdir(parents=True)
+    (tmp_path / "system").mkdir()
+    assert harness.shadowing_copies([tmp_path / "user", tmp_path / "system"]) == [installed]
+
+
+def test_a_link_to_this_checkout_is_not_shadowing(tmp_path):
+    namespace = tmp_path / "ansible_collections" / "arm_inference"
+    namespace.mkdir(parents=True)
+    (namespace / "vllm").symlink_to(harness.REPO_ROOT)
+    assert not harness.shadowing_copies([tmp_path])
