@@ -42,7 +42,7 @@ def provision(workspace, count):
     compilers = [name for name, (dummy, compiled, dummy_builder) in builds.items() if compiled]
     identities = {identity for identity, dummy, dummy_builder in builds.values()}
     for name, (identity, compiled, builder) in sorted(builds.items()):
-        say("%s: %s identity %s, builder %s" % (name, "compiled" if compiled else "installed the wheel", identity[:12], builder))
+        say("%s: identity %s, %s" % (name, identity[:12], "compiled" if compiled else "installed the wheel built by %s" % builder))
     if len(identities) != 1:
         raise BenchmarkFailure("%s: hosts of one class got different build identities: %s" % (label, sorted(identities)))
     if len(compilers) != 1:
