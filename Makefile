@@ -73,6 +73,8 @@ build: setup
 
 integration: setup build
 	$(HARNESS) images $(INTEGRATION_IMAGES)
+	# Once, before the two xdist workers start (each would otherwise wait for it in turn).
+	$(HARNESS) prepared-image
 	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration
 
 molecule: setup
