@@ -11,9 +11,11 @@ NATIVE_IMAGE := debian12-$(ARCH)
 # The debian13 scenario (plain container, see its molecule.yml) is not in the default list: it adds
 # a long emulated image build and converge, and its systemd cannot boot on cgroup v1 hosts anyway.
 # engine: the real vLLM behind vllm_serve, natively on amd64 (no aarch64 CPU torch is reachable).
-MOLECULE_SCENARIOS ?= site engine
+# rolling_update: a rollout that fails on one of three native hosts, from the prepared image.
+MOLECULE_SCENARIOS ?= site engine rolling_update
 SCENARIO_IMAGE_site := debian12-arm64
 SCENARIO_IMAGE_engine := debian12-amd64
+SCENARIO_IMAGE_rolling_update := $(NATIVE_IMAGE)
 SCENARIO_IMAGE_debian13 := debian13-arm64
 # Integration tests run natively: a supported OS and a real unsupported one (Debian testing).
 INTEGRATION_IMAGES := $(NATIVE_IMAGE) debian-testing-$(ARCH)
@@ -73,11 +75,14 @@ build: setup
 
 integration: setup build
 	$(HARNESS) images $(INTEGRATION_IMAGES)
+	# Once, before the two xdist workers start (each would otherwise wait for it in turn).
+	$(HARNESS) prepared-image
 	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration
 
 molecule: setup
 	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 	$(HARNESS) binfmt
+	$(if $(filter rolling_update,$(MOLECULE_SCENARIOS)),$(HARNESS) prepared-image)
 	$(if $(filter engine,$(MOLECULE_SCENARIOS)),$(HARNESS) wheelhouse && $(HARNESS) tiny-model)
 	rm -rf .cache/reports
 	for scenario in $(MOLECULE_SCENARIOS); do molecule test -s $$scenario; done

@@ -12,12 +12,16 @@ Subcommands (all idempotent):
   wheelhouse     download the real vLLM CPU wheel and its dependencies (engine scenario, local target)
   tiny-model     make the tiny random model the engine scenario and the local target serve
   list-images    print the image recipes and the tag each one gets
+  prepared-image this machine's Debian 12 after prepare.yml with the fixture vLLM repository staged
+                 (what the integration tests and the rolling_update scenario start from), rebuilt
+                 only when prepare.yml, the roles it runs, the fixture tree or the base image change
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import fcntl
 import hashlib
 import json
 import os
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -95,6 +100,32 @@ PYTHON_VENV_DEFAULTS = REPO_ROOT / "roles" / "python_venv" / "defaults" / "main.
 MODELS = Path("/var/cache/arm-inference/models")
 TINY_MODEL_SCRIPT = REPO_ROOT / "tests" / "engine" / "make_tiny_model.py"
 TINY_MODEL_PACKAGES = ["torch", "transformers", "tokenizers", "safetensors"]
+
+
+# The prepared image: the native Debian 12 image after playbooks/prepare.yml, with the fixture vLLM
+# repository (tests/fixtures/make_vllm_source_repo.py) staged where vllm_build_git_repo points in the
+# tests. Its label holds a digest of everything that shapes it; an unchanged digest means no work.
+PREPARED_LABEL = "org.arm-inference.prepared"
+PREPARED_BUILDER_VERSION = 1
+PREPARED_BASE = "debian12"
+FIXTURE_REPO = "/srv/vllm-fixture.git"
+FIXTURE_SCRIPT = REPO_ROOT / "tests" / "fixtures" / "make_vllm_source_repo.py"
+HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+# Variables that let prepare.yml run in a native test container: the machine's CA for PyPI (see
+# README, "Test machine"), the build tools build_deps publishes installed into the venv. Debian 12's
+# GCC 12.2 is below the floor vLLM's x86_64 backend demands; the fixture compiles with it, so the
+# floor only warns.
+PREPARE_VARIABLES = {
+    "build_deps_compiler_floor_policy": "warn",
+    "python_venv_pip_ca_bundle": HOST_CA_BUNDLE,
+    "python_venv_packages": "{{ build_deps_toolchain.venv_requirements | default([]) }}",
+}
+# What prepare.yml runs (its roles and the collection's plugins and metadata they use) and what is
+# staged; the base image id, the variables and the host's CA bundle join them in the digest.
+PREPARED_INPUTS = ["playbooks/prepare.yml", "roles/build_deps", "roles/tcmalloc", "roles/python_venv", "plugins", "meta",
+                   "galaxy.yml", "tests/fixtures"]
+# One build at a time on this machine, whoever asks (the Makefile, each pytest-xdist worker).
+PREPARED_LOCK = Path("/var/tmp/arm-inference-prepared-image.lock")
 
 
 def log(message):
@@ -248,13 +279,7 @@ def recipe_digest(name):
 
 
 def current_digest(name):
-    result = subprocess.run(
-        ["podman", "image", "inspect", "--format", "{{index .Config.Labels \"%s\"}}" % RECIPE_LABEL, image_tag(name)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return result.stdout.strip() if result.returncode == 0 else None
+    return image_label(image_tag(name), RECIPE_LABEL)
 
 
 def build_image(name, mirror):
@@ -330,6 +355,109 @@ def build_images(args):
         results = list(pool.map(lambda name: build_image(name, mirror), names))
     for name, elapsed in results:
         log("image %-16s %s" % (name, "built in %.0f s" % elapsed if elapsed else "cached"))
+
+
+def prepared_image_tag():
+    return image_tag("%s-%s-prepared" % (PREPARED_BASE, native_arch()))
+
+
+def podman_output(*args):
+    return subprocess.run(["podman"] + list(args), capture_output=True, text=True, check=True).stdout.strip()
+
+
+def image_label(tag, label):
+    result = subprocess.run(["podman", "image", "inspect", "--format", "{{index .Config.Labels \"%s\"}}" % label, tag],
+                            capture_output=True, text=True, check=False)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def prepared_inputs_digest(base_image_id):
+    """sha256 over the prepared image's inputs: files (by path and content), variables, CA bundle, base image."""
+    digest = hashlib.sha256()
+    for name in PREPARED_INPUTS:
+        path = REPO_ROOT / name
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        for item in files:
+            if item.is_file() and "__pycache__" not in item.parts:
+                digest.update(str(item.relative_to(REPO_ROOT)).encode() + b"\0" + item.read_bytes() + b"\0")
+    digest.update(json.dumps(PREPARE_VARIABLES, sort_keys=True).encode())
+    digest.update(Path(HOST_CA_BUNDLE).read_bytes() if Path(HOST_CA_BUNDLE).exists() else b"")
+    digest.update(("%s %d" % (base_image_id, PREPARED_BUILDER_VERSION)).encode())
+    return digest.hexdigest()[:16]
+
+
+def boot_container(name):
+    """Wait for systemd in a container to finish booting, then share mounts as systemd expects of a
+    container (credentials, LoadCredential=, stay invisible under podman's private propagation)."""
+    for dummy in range(60):
+        state = subprocess.run(["podman", "exec", name, "systemctl", "is-system-running"], capture_output=True, text=True,
+                               check=False).stdout.strip()
+        # Containers always have a few units that cannot start, hence "degraded"; it must just be final.
+        if state in ("running", "degraded"):
+            break
+        time.sleep(1)
+    else:
+        sys.exit("harness: systemd in %s did not finish booting in 60 s (state %r)" % (name, state))
+    run(["podman", "exec", name, "mount", "--make-rshared", "/"])
+
+
+def stage_fixture_repo(name, workdir):
+    """Put the fixture vLLM repository into the container where the tests' vllm_build_git_repo points."""
+    repo = Path(workdir) / "vllm-fixture.git"
+    run([sys.executable, FIXTURE_SCRIPT, "--force", repo], stdout=subprocess.DEVNULL)
+    run(["podman", "cp", repo, "%s:%s" % (name, FIXTURE_REPO)])
+    # Root owns the copy and the build user clones it: declare it safe, as for a shared mirror.
+    run(["podman", "exec", name, "sh", "-c", "printf '[safe]\\n    directory = %s\\n' > /etc/gitconfig" % FIXTURE_REPO])
+
+
+def run_prepare_playbook(name, workdir):
+    inventory = Path(workdir) / "inventory.json"
+    inventory.write_text(json.dumps({"vllm_hosts": {"hosts": {name: {
+        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+    variables = Path(workdir) / "prepare-variables.json"
+    variables.write_text(json.dumps(PREPARE_VARIABLES))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(CACHE_DIR / "collections"), ANSIBLE_NOCOLOR="1")
+    run(["ansible-playbook", "-i", inventory, REPO_ROOT / "playbooks" / "prepare.yml", "-e", "@%s" % variables],
+        env=env, cwd=workdir)
+
+
+def build_prepared_image(_args=None):
+    """Build the prepared image unless its label already holds the digest of its inputs; return its tag."""
+    tag = prepared_image_tag()
+    base = image_tag("%s-%s" % (PREPARED_BASE, native_arch()))
+    PREPARED_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(PREPARED_LOCK, "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        digest = prepared_inputs_digest(podman_output("image", "inspect", "--format", "{{.Id}}", base))
+        if image_label(tag, PREPARED_LABEL) == digest:
+            log("%s is current (inputs %s)" % (tag, digest))
+            return tag
+        link_collection(None)
+        started = time.monotonic()
+        name = "arm-inference-prepare-%s" % uuid.uuid4().hex[:8]
+        previous = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True,
+                                  check=False).stdout.strip()
+        workdir = Path(tempfile.mkdtemp(prefix="arm-inference-prepare-", dir="/var/tmp"))
+        try:
+            run(["podman", "run", "-d", "--name", name, "--privileged", "--systemd=always", base, "/lib/systemd/systemd"],
+                stdout=subprocess.DEVNULL)
+            boot_container(name)
+            stage_fixture_repo(name, workdir)
+            run_prepare_playbook(name, workdir)
+            # An empty machine-id lets each container started from the image get its own; stopped
+            # first, so systemd has shut down cleanly.
+            run(["podman", "exec", name, "sh", "-c", ": > /etc/machine-id"])
+            run(["podman", "stop", "-t", "30", name], stdout=subprocess.DEVNULL)
+            run(["podman", "commit", "--quiet", "--change", "LABEL %s=%s" % (PREPARED_LABEL, digest), name, tag],
+                stdout=subprocess.DEVNULL)
+        finally:
+            subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True, check=False)
+            shutil.rmtree(workdir, ignore_errors=True)
+        if previous:
+            # The outdated image, unless a container still runs from it.
+            subprocess.run(["podman", "rmi", previous], capture_output=True, check=False)
+        log("built %s in %.0f s (inputs %s)" % (tag, time.monotonic() - started, digest))
+        return tag
 
 
 def wheelhouse_requirements():
@@ -414,6 +542,7 @@ def main():
     commands.add_parser("list-images").set_defaults(func=list_images)
     commands.add_parser("wheelhouse").set_defaults(func=fill_wheelhouse)
     commands.add_parser("tiny-model").set_defaults(func=make_tiny_model)
+    commands.add_parser("prepared-image").set_defaults(func=lambda args: (require_root(), build_prepared_image(args)))
     args = parser.parse_args()
     args.func(args)
 

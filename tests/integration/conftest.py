@@ -6,6 +6,7 @@ tests/harness/harness.py, and need root (rootful podman), like the rest of `make
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -93,67 +94,39 @@ def unsupported_host():
     container.remove()
 
 
-FIXTURE_REPO = "/srv/vllm-fixture.git"
-# Variables that let prepare.yml and build.yml run in a native test container: the machine's CA for
-# PyPI (see README, "Test machine"), the fixture vLLM tree instead of GitHub's, no PyTorch index
-# (unreachable here, and the fixture needs no torch). Debian 12's GCC 12.2 is below the floor vLLM's
-# x86_64 backend demands; the fixture compiles with it, so the floor only warns.
-BUILD_SETUP = {
-    "build_deps_compiler_floor_policy": "warn",
-    "python_venv_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt",
-    "python_venv_packages": "{{ build_deps_toolchain.venv_requirements | default([]) }}",
-    "vllm_build_git_repo": FIXTURE_REPO,
-    "vllm_build_torch_index_url": "",
-    "vllm_build_min_free_disk_gib": 1,
-    "vllm_build_poll_interval": 2,
+# The harness builds the prepared image (tests/harness/harness.py prepared-image) and owns what
+# prepare.yml gets there; the tests share its variables and helpers instead of keeping a copy.
+_HARNESS_SPEC = importlib.util.spec_from_file_location("harness", REPO_ROOT / "tests" / "harness" / "harness.py")
+harness = importlib.util.module_from_spec(_HARNESS_SPEC)
+_HARNESS_SPEC.loader.exec_module(harness)
+
+FIXTURE_REPO = harness.FIXTURE_REPO
+# Variables that let prepare.yml and build.yml run in a native test container: prepare.yml's (the
+# machine's CA for PyPI, the compiler floor only warning), the fixture vLLM tree instead of
+# GitHub's, no PyTorch index (unreachable here, and the fixture needs no torch).
+BUILD_SETUP = dict(
+    harness.PREPARE_VARIABLES,
+    vllm_build_git_repo=FIXTURE_REPO,
+    vllm_build_torch_index_url="",
+    vllm_build_min_free_disk_gib=1,
+    vllm_build_poll_interval=2,
     # Every host compiles; the fleet test turns the controller's wheel cache on.
-    "vllm_build_wheel_cache_dir": "",
-}
+    vllm_build_wheel_cache_dir="",
+)
 
 
 def boot(container):
     """Wait for systemd in the container, and share mounts as systemd expects (credentials)."""
-    import time
-
-    for dummy in range(60):
-        if container.exec("systemctl is-system-running").stdout.strip() in ("running", "degraded"):
-            break
-        time.sleep(1)
-    assert container.exec("mount --make-rshared /").returncode == 0
-
-
-def stage_fixture_repo(container, tmp_path):
-    """Put the fixture vLLM repository (tests/fixtures/make_vllm_source_repo.py) into the container."""
-    repo = tmp_path / "vllm-fixture.git"
-    subprocess.run(["python3", str(REPO_ROOT / "tests" / "fixtures" / "make_vllm_source_repo.py"), "--force",
-                    str(repo)], check=True, capture_output=True, text=True)
-    podman("cp", str(repo), "%s:%s" % (container.name, FIXTURE_REPO))
-    # Root owns the copy and the build user clones it: declare it safe, as for a shared mirror.
-    assert container.exec("printf '[safe]\\n    directory = %s\\n' > /etc/gitconfig" % FIXTURE_REPO).returncode == 0
+    harness.boot_container(container.name)
 
 
 @pytest.fixture(scope="session")
-def prepared_image(tmp_path_factory):
-    """This machine's Debian 12 after prepare.yml (BUILD_SETUP) with the fixture vLLM repository
-    staged, committed once per test session. The build and serve tests start from what prepare.yml
-    leaves on a host instead of each re-running apt; prepare.yml itself still runs for real, here,
-    every session."""
-    tag = "localhost/arm-inference/debian12-%s-prepared:it-%s" % (NATIVE, uuid.uuid4().hex[:8])
-    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=True)
-    try:
-        boot(container)
-        stage_fixture_repo(container, tmp_path_factory.mktemp("fixture"))
-        result = container.playbook(tmp_path_factory.mktemp("prepare"), str(REPO_ROOT / "playbooks" / "prepare.yml"),
-                                    BUILD_SETUP)
-        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-        # Stopped, so systemd has shut down cleanly; an empty machine-id lets each container get its own.
-        assert container.exec(": > /etc/machine-id").returncode == 0
-        podman("stop", "-t", "30", container.name)
-        podman("commit", "--quiet", container.name, tag)
-    finally:
-        container.remove()
-    yield tag
-    podman("rmi", "-f", tag, check=False)
+def prepared_image():
+    """This machine's Debian 12 after prepare.yml with the fixture vLLM repository staged: the build
+    and serve tests start from what prepare.yml leaves on a host instead of each re-running apt. The
+    harness rebuilds it only when its inputs changed (`make integration` asks before pytest starts;
+    its lock makes a second xdist worker wait for the first and then find the image current)."""
+    return harness.build_prepared_image()
 
 
 def prepared_host(image, options=()):
