@@ -47,6 +47,25 @@ def parse_rpm_query(text):
     return result
 
 
+def parse_dpkg_installed(text):
+    """Return {package: version} of installed packages from lines of `<name>\t<version>\t<db:Status-Status>`.
+
+    dpkg-query also lists packages that were removed but left configuration behind
+    (config-files) or failed half-way; only status "installed" counts.
+    """
+    result = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0] and parts[1] and parts[2].strip() == "installed":
+            result.setdefault(parts[0].split(":")[0], parts[1])
+    return result
+
+
+def not_installed(requested, installed):
+    """Names of `requested` that the local package database does not show installed, in order."""
+    return [name for name in requested if name not in installed]
+
+
 def apt_lists_age(lists_dir, now):
     """Seconds since the newest package list in `lists_dir` was fetched; None when there is none."""
     newest = None

@@ -15,6 +15,9 @@ description:
     whether each named package is installed or installable, without installing anything.
   - Roles call it in preflight so a package name derived from user input (for example
     C(python3.99-dev)) fails with a clear message before any package is installed.
+  - The local package database (dpkg or rpm) answers for installed packages; the repositories are
+    only asked about the others, so a host that already has everything is not queried (nor its
+    package lists refreshed) at all.
 options:
   names:
     description: Package names to look up.
@@ -23,8 +26,9 @@ options:
     required: true
   cache_valid_time:
     description:
-      - apt only. When the newest package list is older than this many seconds (or there is none),
-        run C(apt-get update) first so availability is judged on current lists. V(0) never refreshes.
+      - apt only. When some package is not installed and the newest package list is older than this
+        many seconds (or there is none), run C(apt-get update) first so availability is judged on
+        current lists. V(0) never refreshes.
       - The refresh happens in check mode too and is not reported as a change, because it alters no
         installed software or configuration. Unlike M(ansible.builtin.apt), nothing (such as
         C(python3-apt)) is installed to do it.
@@ -57,7 +61,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 packages:
-  description: Per package, whether it is available and which versions apt/dnf report.
+  description: Per package, whether it is available, the installed version, and (for packages not installed) the repositories' candidate.
   returned: always
   type: dict
   sample: {"python3.11-dev": {"available": true, "candidate": "3.11.2-6", "installed": null}}
@@ -84,13 +88,16 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils.package_candidates import (
     apt_lists_age,
+    not_installed,
     parse_apt_policy,
+    parse_dpkg_installed,
     parse_rpm_query,
     summarize,
 )
 
 
 APT_LISTS = "/var/lib/apt/lists"
+RPM_FORMAT = "%{name}\t%{evr}\n"
 
 
 def _refresh_apt(module, valid_time):
@@ -106,29 +113,37 @@ def _refresh_apt(module, valid_time):
     return True
 
 
-def _query_apt(module, names):
+def _installed_dpkg(module, names):
+    dpkg_query = module.get_bin_path("dpkg-query", required=True)
+    # dpkg-query exits 1 when a name is unknown to dpkg; its stdout still lists the known ones.
+    dummy_rc, out, dummy_err = module.run_command(
+        [dpkg_query, "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"] + names,
+        environ_update={"LANG": "C", "LC_ALL": "C"},
+    )
+    return parse_dpkg_installed(out)
+
+
+def _installed_rpm(module, names):
+    rpm = module.get_bin_path("rpm", required=True)
+    # rpm -q exits non-zero when any name is not installed; its stdout still lists the installed ones.
+    dummy_rc, out, dummy_err = module.run_command([rpm, "-q", "--queryformat", RPM_FORMAT] + names)
+    return parse_rpm_query("\n".join(line for line in out.splitlines() if "\t" in line))
+
+
+def _candidates_apt(module, names):
     apt_cache = module.get_bin_path("apt-cache", required=True)
     rc, out, err = module.run_command([apt_cache, "policy"] + names, environ_update={"LANG": "C", "LC_ALL": "C"})
     if rc != 0:
         module.fail_json(msg="apt-cache policy failed: %s" % err.strip(), rc=rc)
-    policy = parse_apt_policy(out)
-    candidates = {name: info["candidate"] for name, info in policy.items()}
-    installed = {name: info["installed"] for name, info in policy.items()}
-    return candidates, installed
+    return {name: info["candidate"] for name, info in parse_apt_policy(out).items()}
 
 
-def _query_dnf(module, names):
+def _candidates_dnf(module, names):
     dnf = module.get_bin_path("dnf", required=True)
-    rpm = module.get_bin_path("rpm", required=True)
-    fmt = "%{name}\t%{evr}\n"
-    rc, out, err = module.run_command([dnf, "-q", "repoquery", "--latest-limit=1", "--queryformat", fmt] + names)
+    rc, out, err = module.run_command([dnf, "-q", "repoquery", "--latest-limit=1", "--queryformat", RPM_FORMAT] + names)
     if rc != 0:
         module.fail_json(msg="dnf repoquery failed: %s" % err.strip(), rc=rc)
-    candidates = parse_rpm_query(out)
-    # rpm -q exits non-zero when any name is not installed; its stdout still lists the installed ones.
-    dummy_rc, out, dummy_err = module.run_command([rpm, "-q", "--queryformat", fmt] + names)
-    installed = parse_rpm_query("\n".join(line for line in out.splitlines() if "\t" in line))
-    return candidates, installed
+    return parse_rpm_query(out)
 
 
 def main():
@@ -144,14 +159,20 @@ def main():
     manager = module.params["manager"]
     if manager == "auto":
         manager = "apt" if module.get_bin_path("apt-cache") else "dnf"
-    cache_updated = _refresh_apt(module, module.params["cache_valid_time"]) if manager == "apt" else False
     if not names:
-        module.exit_json(changed=False, packages={}, missing=[], manager=manager, cache_updated=cache_updated)
-    query = _query_apt if manager == "apt" else _query_dnf
-    candidates, installed = query(module, names)
+        module.exit_json(changed=False, packages={}, missing=[], manager=manager, cache_updated=False)
+    # The local package database answers for what is installed; the repositories (slow to ask,
+    # and a list refresh slower still) are only consulted for the rest, so a re-run asks nothing.
+    installed = (_installed_dpkg if manager == "apt" else _installed_rpm)(module, names)
+    pending = not_installed(names, installed)
+    cache_updated = False
+    candidates = {}
+    if pending:
+        if manager == "apt":
+            cache_updated = _refresh_apt(module, module.params["cache_valid_time"])
+        candidates = (_candidates_apt if manager == "apt" else _candidates_dnf)(module, pending)
     packages, missing = summarize(names, candidates, installed)
     module.exit_json(changed=False, packages=packages, missing=missing, manager=manager, cache_updated=cache_updated)
-
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,9 @@ import os
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils.package_candidates import (
     apt_lists_age,
+    not_installed,
     parse_apt_policy,
+    parse_dpkg_installed,
     parse_rpm_query,
     summarize,
 )
@@ -98,3 +100,29 @@ def test_apt_lists_age_is_none_without_lists(tmp_path):
     (tmp_path / "partial").mkdir()
     assert apt_lists_age(str(tmp_path), now=1.0) is None
     assert apt_lists_age(str(tmp_path / "missing"), now=1.0) is None
+
+
+# dpkg-query -W -f '${Package}\t${Version}\t${db:Status-Status}\n' on a Debian 12 arm64 host where
+# libgoogle-perftools4 was removed with its configuration kept and python3.11-dev is unknown (stderr).
+DPKG_QUERY = (
+    "build-essential\t12.9\tinstalled\n"
+    "libgoogle-perftools4\t2.10-1\tconfig-files\n"
+    "libc6:arm64\t2.36-9+deb12u10\tinstalled\n"
+    "cmake\t3.25.1-1\thalf-configured\n"
+)
+
+
+def test_dpkg_query_counts_only_installed_packages():
+    assert parse_dpkg_installed(DPKG_QUERY) == {
+        "build-essential": "12.9",
+        "libc6": "2.36-9+deb12u10",
+    }
+
+
+def test_only_packages_the_database_lacks_go_to_the_repositories():
+    installed = parse_dpkg_installed(DPKG_QUERY)
+    requested = ["build-essential", "cmake", "libgoogle-perftools4", "python3.11-dev"]
+    assert not_installed(requested, installed) == ["cmake", "libgoogle-perftools4", "python3.11-dev"]
+    packages, missing = summarize(requested, {"cmake": "3.25.1-1", "libgoogle-perftools4": "2.10-1"}, installed)
+    assert missing == ["python3.11-dev"]
+    assert packages["build-essential"] == {"available": True, "candidate": None, "installed": "12.9"}
