@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO_ROOT
 
 SITE = str(REPO_ROOT / "playbooks" / "site.yml")
+ROLLING_UPDATE = str(REPO_ROOT / "playbooks" / "rolling_update.yml")
 SECRET = "s3cr3t-token"
 # Debian 12 has no GCC >= 12.3, which build_deps refuses on x86_64 by default; the native test host
 # is x86_64, so the other build_deps cases relax that floor to reach the check they are about.
@@ -71,6 +72,12 @@ CASES = [
     ("vllm_build", {"vllm_build_wheel_cache_dir": "relative/cache"}, ["vllm_build_wheel_cache_dir must be an absolute or ~ path"]),
     ("vllm_build", {"vllm_build_min_free_disk_gib": 1000000}, ["vllm_build_min_free_disk_gib", "GiB free under /opt/vllm"]),
     ("vllm_build", {"vllm_build_min_free_disk_gib": 0}, ["no build venv at /opt/vllm/venv", "prepare.yml"]),
+    ("vllm_benchmark", {"vllm_benchmark_concurrency": [4, 0]},
+     ["vllm_benchmark_concurrency must be a non-empty list of integers >= 1", "[4, 0]"]),
+    ("vllm_benchmark", {"vllm_benchmark_max_tokens": "lots"}, ["vllm_benchmark_max_tokens", "int"]),
+    ("vllm_rollout", {"vllm_rollout_smoke_concurrency": 0}, ["vllm_rollout_smoke_concurrency", "must be >= 1"]),
+    ("vllm_rollout", {"vllm_rollout_backup_dir": "rollout"}, ["vllm_rollout_backup_dir", "absolute paths"]),
+    ("vllm_rollout", {"vllm_benchmark_prompts": []}, ["vllm_benchmark_prompts must be a non-empty list"]),
 ]
 
 
@@ -119,6 +126,16 @@ def test_site_asks_for_a_model_before_any_host_changes(supported_host, tmp_path)
     assert "preflight: vllm_serve_model is empty and not every entry of vllm_serve_instances sets its own model" in output, \
         output[-3000:]
     assert "PLAY [Provision vLLM hosts]" not in output, output[-3000:]
+    assert supported_host.state() == before
+
+
+def test_rolling_update_checks_the_smoke_settings_before_any_host_changes(supported_host, tmp_path):
+    before = supported_host.state()
+    result = supported_host.playbook(tmp_path, ROLLING_UPDATE, dict(RELAXED_FLOOR, vllm_benchmark_timeout="never"))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "vllm_benchmark_timeout" in output and "int" in output, output[-3000:]
+    assert "PLAY [Roll the update through the fleet]" not in output, output[-3000:]
     assert supported_host.state() == before
 
 
