@@ -69,3 +69,34 @@ def test_a_link_to_this_checkout_is_not_shadowing(tmp_path):
     namespace.mkdir(parents=True)
     (namespace / "vllm").symlink_to(harness.REPO_ROOT)
     assert not harness.shadowing_copies([tmp_path])
+
+
+def _prepared_inputs_tree(tmp_path, monkeypatch):
+    (tmp_path / "roles" / "r" / "tasks").mkdir(parents=True)
+    (tmp_path / "roles" / "r" / "tasks" / "main.yml").write_text("---\n- name: one\n")
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "prepare.yml").write_text("---\n")
+    (tmp_path / "ca.pem").write_text("ca\n")
+    monkeypatch.setattr(harness, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(harness, "PREPARED_INPUTS", ["roles", "playbooks/prepare.yml"])
+    monkeypatch.setattr(harness, "HOST_CA_BUNDLE", str(tmp_path / "ca.pem"))
+
+
+def test_prepared_image_digest_follows_its_inputs_and_nothing_else(tmp_path, monkeypatch):
+    _prepared_inputs_tree(tmp_path, monkeypatch)
+    first = harness.prepared_inputs_digest("sha256:base1")
+    assert harness.prepared_inputs_digest("sha256:base1") == first
+    (tmp_path / "README.md").write_text("not an input\n")
+    (tmp_path / "roles" / "r" / "tasks" / "__pycache__").mkdir()
+    (tmp_path / "roles" / "r" / "tasks" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert harness.prepared_inputs_digest("sha256:base1") == first
+    assert harness.prepared_inputs_digest("sha256:base2") != first
+    (tmp_path / "roles" / "r" / "tasks" / "main.yml").write_text("---\n- name: two\n")
+    assert harness.prepared_inputs_digest("sha256:base1") != first
+
+
+def test_prepared_image_digest_sees_a_renamed_input(tmp_path, monkeypatch):
+    _prepared_inputs_tree(tmp_path, monkeypatch)
+    first = harness.prepared_inputs_digest("sha256:base1")
+    (tmp_path / "roles" / "r" / "tasks" / "main.yml").rename(tmp_path / "roles" / "r" / "tasks" / "other.yml")
+    assert harness.prepared_inputs_digest("sha256:base1") != first
