@@ -8,6 +8,8 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
 HARNESS := python3 tests/harness/harness.py
 ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 NATIVE_IMAGE := debian12-$(ARCH)
+# The rolling_update scenario's containers start from this (harness.py prepared-image builds it).
+export ARM_INFERENCE_PREPARED_IMAGE := localhost/arm-inference/debian12-$(ARCH)-prepared:latest
 # The debian13 scenario (plain container, see its molecule.yml) is not in the default list: it adds
 # a long emulated image build and converge, and its systemd cannot boot on cgroup v1 hosts anyway.
 # engine: the real vLLM behind vllm_serve, natively on amd64 (no aarch64 CPU torch is reachable).
