@@ -5,6 +5,9 @@ SHELL := /bin/bash
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
+# ansible-lint and molecule search ANSIBLE_HOME/collections before the path above; keep them off the
+# user's ~/.ansible, where an older copy of this collection would be tested instead of the checkout.
+export ANSIBLE_HOME := $(CURDIR)/.cache/ansible-home
 HARNESS := python3 tests/harness/harness.py
 ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 NATIVE_IMAGE := debian12-$(ARCH)

@@ -234,17 +234,18 @@ def setup_venv(_args):
     stamp.write_text(digest)
 
 
-# Collection paths ansible searches besides ANSIBLE_COLLECTIONS_PATH; ansible-lint puts the user's
-# first, so a copy installed there would be tested instead of this checkout.
-SHADOWING_COLLECTION_ROOTS = [
-    Path.home() / ".ansible" / "collections",
-    Path("/usr/share/ansible/collections"),
-]
+# The Makefile points ANSIBLE_HOME here so that no tool reads the user's ~/.ansible. ansible-lint
+# and molecule's prerun treat ANSIBLE_HOME/collections as their cache and search it before
+# ANSIBLE_COLLECTIONS_PATH: a copy of this collection left there by an older checkout (molecule's
+# prerun, now off, wrote one) would be linted and run instead of the checkout (stop 12's red CI:
+# a module added since was "couldn't resolve").
+def ansible_home():
+    return Path(os.environ.get("ANSIBLE_HOME") or CACHE_DIR / "ansible-home")
 
 
 def shadowing_copies(roots=None):
     found = []
-    for root in SHADOWING_COLLECTION_ROOTS if roots is None else roots:
+    for root in [ansible_home() / "collections"] if roots is None else roots:
         candidate = Path(root) / "ansible_collections" / "arm_inference" / "vllm"
         if (candidate.exists() or candidate.is_symlink()) and candidate.resolve() != REPO_ROOT:
             found.append(candidate)
@@ -252,12 +253,12 @@ def shadowing_copies(roots=None):
 
 
 def link_collection(_args):
-    stale = shadowing_copies()
-    if stale:
-        sys.exit(
-            "[harness] another arm_inference.vllm is installed at %s; lint and tests would load it instead "
-            "of this checkout. Remove it (rm -rf %s) and run again." % (", ".join(map(str, stale)), " ".join(map(str, stale)))
-        )
+    for stale in shadowing_copies():
+        log("removing %s: a stale copy of this collection in the tools' cache would shadow the checkout" % stale)
+        if stale.is_symlink() or stale.is_file():
+            stale.unlink()
+        else:
+            shutil.rmtree(stale)
     namespace = CACHE_DIR / "collections" / "ansible_collections" / "arm_inference"
     namespace.mkdir(parents=True, exist_ok=True)
     link = namespace / "vllm"

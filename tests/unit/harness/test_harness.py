@@ -64,6 +64,13 @@ def test_an_installed_copy_of_the_collection_is_reported_as_shadowing(tmp_path):
     assert harness.shadowing_copies([tmp_path / "user", tmp_path / "system"]) == [installed]
 
 
+def test_the_tools_cache_is_under_ansible_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("ANSIBLE_HOME", str(tmp_path))
+    copy = tmp_path / "collections" / "ansible_collections" / "arm_inference" / "vllm"
+    copy.mkdir(parents=True)
+    assert harness.shadowing_copies() == [copy]
+
+
 def test_a_link_to_this_checkout_is_not_shadowing(tmp_path):
     namespace = tmp_path / "ansible_collections" / "arm_inference"
     namespace.mkdir(parents=True)
