@@ -12,6 +12,8 @@ Subcommands (all idempotent):
   wheelhouse     download the real vLLM CPU wheel and its dependencies (engine scenario, local target)
   tiny-model     make the tiny random model the engine scenario and the local target serve
   list-images    print the image recipes and the tag each one gets
+  scenarios LANE...  molecule test for each scenario; lanes (comma-separated scenarios, run in order)
+                 run side by side, the first one printed live, the others logged under .cache/logs
   prepared-image this machine's Debian 12 after prepare.yml with the fixture vLLM repository staged
                  (what the integration tests and the rolling_update scenario start from), rebuilt
                  only when prepare.yml, the roles it runs, the fixture tree or the base image change
@@ -525,6 +527,58 @@ def make_tiny_model(_args):
     log("made %s in %.0f s" % (target, time.monotonic() - started))
 
 
+def split_lanes(lanes):
+    """[[scenario, ...], ...] from arguments like "site" "engine,rolling_update"; empty lanes dropped."""
+    result = [[name for name in lane.split(",") if name] for lane in lanes]
+    return [lane for lane in result if lane]
+
+
+def run_lane(lane, live):
+    """molecule test each scenario of a lane in turn, up to the first failure: [(scenario, rc, seconds, log)]."""
+    results = []
+    for scenario in lane:
+        started = time.monotonic()
+        command = ["molecule", "test", "-s", scenario]
+        if live:
+            rc, logfile = subprocess.run(command, check=False).returncode, None
+        else:
+            logfile = CACHE_DIR / "logs" / ("molecule-%s.log" % scenario)
+            logfile.parent.mkdir(parents=True, exist_ok=True)
+            with open(logfile, "w", encoding="utf-8") as out:
+                rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+        results.append((scenario, rc, time.monotonic() - started, logfile))
+        log("scenario %s %s in %.0f s%s" % (scenario, "passed" if rc == 0 else "FAILED (rc %d)" % rc,
+                                            time.monotonic() - started, " (log %s)" % logfile if logfile else ""))
+        if rc != 0:
+            break
+    return results
+
+
+def run_scenarios(args):
+    """The emulated scenario keeps about one of this machine's two cores busy (one qemu host); the
+    native ones run beside it on the other instead of after it."""
+    lanes = split_lanes(args.lanes)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(lanes))) as pool:
+        futures = [pool.submit(run_lane, lane, index == 0) for index, lane in enumerate(lanes)]
+        results = [item for future in futures for item in future.result()]
+    for scenario, rc, elapsed, logfile in results:
+        if logfile is not None:
+            text = logfile.read_text(encoding="utf-8", errors="replace").splitlines()
+            shown = text if rc != 0 else text[-40:]
+            print("---- molecule %s (%s, %.0f s; %s of %d lines of %s) ----" % (
+                scenario, "passed" if rc == 0 else "FAILED", elapsed, "all" if rc != 0 else "last %d" % len(shown),
+                len(text), logfile))
+            print("\n".join(shown), flush=True)
+    failed = [scenario for scenario, rc, elapsed, logfile in results if rc != 0]
+    planned = [scenario for lane in lanes for scenario in lane]
+    skipped = [scenario for scenario in planned if scenario not in [item[0] for item in results]]
+    for scenario, rc, elapsed, logfile in results:
+        print("[timing] molecule %s: %.0f s%s" % (scenario, elapsed, "" if rc == 0 else " FAILED"))
+    if failed:
+        sys.exit("harness: molecule scenario(s) failed: %s%s" % (
+            ", ".join(failed), "; not run after a failure in their lane: %s" % ", ".join(skipped) if skipped else ""))
+
+
 def list_images(_args):
     for name, recipe in IMAGES.items():
         print("%-16s %-40s %s" % (name, image_tag(name), json.dumps(recipe)))
@@ -543,6 +597,9 @@ def main():
     commands.add_parser("list-images").set_defaults(func=list_images)
     commands.add_parser("wheelhouse").set_defaults(func=fill_wheelhouse)
     commands.add_parser("tiny-model").set_defaults(func=make_tiny_model)
+    scenarios = commands.add_parser("scenarios")
+    scenarios.add_argument("lanes", nargs="+")
+    scenarios.set_defaults(func=run_scenarios)
     commands.add_parser("prepared-image").set_defaults(func=lambda args: (require_root(), build_prepared_image(args)))
     args = parser.parse_args()
     args.func(args)

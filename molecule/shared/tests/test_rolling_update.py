@@ -1,6 +1,7 @@
 """rolling_update scenario: update three hosts serving fixture vLLM v0.32.0 to v0.32.1 while the
 second one (serial order) fails its health gate. Host 1 is updated and healthy, host 2 is rolled
-back to its release and serves again, the rollout stops and host 3 keeps its server untouched."""
+back to its release and serves again, the rollout stops and host 3 keeps its server untouched.
+Then an update to a ref that does not compile fails in batch 1 and touches nobody's server."""
 
 from __future__ import annotations
 
@@ -64,3 +65,19 @@ def test_host_3_never_got_the_update(rollout):
     # Same release, same server process, healthy, and nothing of v0.32.1 on it.
     assert after[2] == before[2], (before, after)
     assert fleet[2].check_output("ls /opt/vllm/releases").split() == [before[2][0].split("/", 1)[1]]
+
+
+def test_a_ref_that_does_not_compile_stops_the_rollout_at_host_1_and_touches_no_server(rollout):
+    """Runs after the rollout above (pytest keeps file order): whatever each host serves now, an update
+    whose build fails on host 1 leaves every release and server process as it was (nothing to restore)."""
+    fleet = rollout[0]
+    before = [state(host) for host in fleet]
+    assert all(health == "200" for dummy, dummy, health in before), before
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    run = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "arm_inference.vllm.rolling_update",
+                          "-e", "vllm_build_git_ref=v0.32.2-broken"], capture_output=True, text=True, env=env, check=False)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0, output[-3000:]
+    assert "vllm_rollout: the update of rolling-1 failed" in output, output[-3000:]
+    assert "fixture_undeclared_bias" in output, output[-3000:]
+    assert [state(host) for host in fleet] == before
