@@ -174,5 +174,6 @@ def main():
     packages, missing = summarize(names, candidates, installed)
     module.exit_json(changed=False, packages=packages, missing=missing, manager=manager, cache_updated=cache_updated)
 
+
 if __name__ == "__main__":
     main()
