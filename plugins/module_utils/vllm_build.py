@@ -67,22 +67,31 @@ def requirement_files(root, relative, _seen=None):
 # vLLM >= 0.22 pins the Rust toolchain of its optional extensions (vllm-rs, Rust tool parsers) here.
 RUST_TOOLCHAIN_FILES = ("rust-toolchain.toml", "rust-toolchain")
 _RUST_CHANNEL = re.compile(r"""^\s*channel\s*=\s*["']([^"']+)["']""", re.M)
+# What rustup takes as a toolchain name (stable, 1.83.0, nightly-2026-03-01); anything else, an
+# option among them, never reaches its command line.
+_RUST_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def rust_toolchain(root):
-    """The Rust toolchain a tree pins, or None when the tree has no Rust parts."""
+    """The Rust toolchain a tree pins, or None when the tree has no Rust parts.
+
+    Either file may hold the TOML form ([toolchain] channel = "..."); the legacy rust-toolchain
+    may also be a bare channel name on its first line.
+    """
     for name in RUST_TOOLCHAIN_FILES:
         path = os.path.join(root, name)
         if not os.path.isfile(path):
             continue
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-        if name.endswith(".toml"):
+        if name.endswith(".toml") or re.search(r"^\s*\[toolchain\]", text, re.M):
             found = _RUST_CHANNEL.search(text)
         else:
             found = re.search(r"^\s*([^\s#]+)", text, re.M)
         if not found:
             raise BuildError("%s in the vLLM tree names no Rust toolchain channel." % name)
+        if not _RUST_CHANNEL_NAME.match(found.group(1)):
+            raise BuildError("%s in the vLLM tree names the Rust channel %r, which is not a toolchain name." % (name, found.group(1)))
         return found.group(1)
     return None
 

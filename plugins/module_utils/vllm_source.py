@@ -155,6 +155,28 @@ def sdist_locations(name, pip_config, index_url=None):
     return pages
 
 
+_URL_CREDENTIALS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+
+
+def redact_urls(text):
+    """text with the user:token@ part of every URL in it removed (index URLs in pip.conf may carry one)."""
+    return _URL_CREDENTIALS.sub(r"\1", text) if text else text
+
+
+def sdist_sha256(found, pinned):
+    """The sha256 an sdist from an index must have: the pin (which the index may not contradict), else
+    the index's own. An index that publishes none (a find-links directory, some mirrors) needs a pin:
+    an unverified download is never built."""
+    published = (found.get("sha256") or "").lower() or None
+    pinned = (pinned or "").lower() or None
+    if pinned and published and pinned != published:
+        raise SourceError("The index publishes sha256 %s for %s, but %s was expected." % (published, found["url"], pinned))
+    if not (pinned or published):
+        raise SourceError("%s comes with no sha256 from its index; set vllm_build_archive_sha256 to the sdist's sha256 "
+                          "(it is not downloaded unverified)." % found["url"])
+    return pinned or published
+
+
 def file_sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -168,12 +190,23 @@ def _inside(root, path):
 
 
 def check_members(members, dest):
-    """Refuse members that would land outside dest, special files and links that point outside."""
+    """Refuse members that would land outside dest, special files and links that point outside.
+
+    Paths are checked before anything is unpacked, so a path through a symlink of the same archive
+    cannot be resolved yet: a member below another member that is a symlink is refused outright
+    (d -> .., then d/x would otherwise be written outside).
+    """
     root = os.path.realpath(dest)
+    symlinks = {posixpath.normpath(member.name) for member in members if member.issym()}
     for member in members:
         target = os.path.realpath(os.path.join(root, member.name))
         if member.name.startswith("/") or not _inside(root, target):
             raise SourceError("The archive member %r would be written outside the source tree." % member.name)
+        parent = posixpath.dirname(posixpath.normpath(member.name))
+        while parent not in ("", ".", "/"):
+            if parent in symlinks:
+                raise SourceError("The archive member %r lies below %r, a symbolic link of the same archive." % (member.name, parent))
+            parent = posixpath.dirname(parent)
         if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
             raise SourceError("The archive member %r is a device or FIFO; a source archive has none." % member.name)
         if member.issym() or member.islnk():

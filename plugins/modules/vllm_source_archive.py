@@ -158,8 +158,10 @@ def download(url, expected, directory, cert, timeout):
     name = unquote(os.path.basename(urlsplit(url).path))
     if vllm_source.archive_label(name) is None:
         raise vllm_source.SourceError("%s does not name a tar archive (%s)." % (url, ", ".join(vllm_source.ARCHIVE_SUFFIXES)))
+    if not expected:
+        raise vllm_source.SourceError("%s has no sha256 to check it against; it is not downloaded unverified." % url)
     path = os.path.join(directory, name)
-    if expected and os.path.isfile(path) and vllm_source.file_sha256(path) == expected:
+    if os.path.isfile(path) and vllm_source.file_sha256(path) == expected:
         return path, False
     partial = path + ".part"
     response, listing = _open(url, cert, timeout)
@@ -168,7 +170,7 @@ def download(url, expected, directory, cert, timeout):
     with response, open(partial, "wb") as handle:
         shutil.copyfileobj(response, handle, 1 << 20)
     actual = vllm_source.file_sha256(partial)
-    if expected and actual != expected:
+    if actual != expected:
         os.unlink(partial)
         raise vllm_source.SourceError("%s has sha256 %s, but %s was expected; it was not used." % (url, actual, expected))
     os.rename(partial, path)
@@ -186,16 +188,14 @@ def run(module):
     if params["sdist_name"]:
         found = locate_sdist(params, config)
         url = found["url"]
-        if expected and found["sha256"] and found["sha256"] != expected:
-            raise vllm_source.SourceError("The index publishes sha256 %s for %s, but %s was expected." % (found["sha256"], url, expected))
-        expected = expected or found["sha256"]
+        expected = vllm_source.sdist_sha256(found, expected)
     elif "://" in params["src"]:
         url = params["src"]
     label = vllm_source.archive_label(url or params["src"])
     if label is None:
         raise vllm_source.SourceError("%s is not a tar archive (%s)." % (url or params["src"], ", ".join(vllm_source.ARCHIVE_SUFFIXES)))
     marker = vllm_source.read_marker(params["dest"])
-    result = {"url": url, "label": label, "sha256": expected, "archive": None}
+    result = {"url": vllm_source.redact_urls(url), "label": label, "sha256": expected, "archive": None}
     if module.check_mode:
         unchanged = bool(marker and expected and marker.get("sha256") == expected)
         return dict(result, changed=not unchanged, pkg_info=bool(unchanged and os.path.isfile(os.path.join(params["dest"], "PKG-INFO"))))
@@ -212,7 +212,7 @@ def run(module):
     actual = vllm_source.file_sha256(archive)
     if expected and actual != expected:
         raise vllm_source.SourceError("%s has sha256 %s, but %s was expected; it was not used." % (archive, actual, expected))
-    record = {"url": url, "archive": os.path.basename(archive), "label": label}
+    record = {"url": result["url"], "archive": os.path.basename(archive), "label": label}
     changed = vllm_source.install_tree(archive, actual, params["dest"], record) or changed
     return dict(result, changed=changed, archive=archive, sha256=actual,
                 pkg_info=os.path.isfile(os.path.join(params["dest"], "PKG-INFO")))
@@ -242,7 +242,7 @@ def main():
     try:
         module.exit_json(**run(module))
     except (vllm_source.SourceError, URLError, OSError) as error:
-        module.fail_json(msg=str(error))
+        module.fail_json(msg=vllm_source.redact_urls(str(error)))
 
 
 if __name__ == "__main__":

@@ -187,6 +187,7 @@ def test_one_builder_per_identity_in_play_order():
     ("rust-toolchain.toml", '[toolchain]\nchannel = "nightly-2026-03-01"\ncomponents = ["rustfmt"]\n', "nightly-2026-03-01"),
     ("rust-toolchain.toml", "[toolchain]\nprofile = 'minimal'\nchannel = '1.87.0'\n", "1.87.0"),
     ("rust-toolchain", "# legacy form: the channel alone\nstable\n", "stable"),
+    ("rust-toolchain", '[toolchain]\nchannel = "1.83.0"\n', "1.83.0"),
 ])
 def test_the_rust_toolchain_a_tree_pins_is_read(tmp_path, name, text, channel):
     write(tmp_path, name, text)
@@ -201,4 +202,14 @@ def test_a_tree_without_rust_parts_has_no_toolchain_and_the_fixture_pins_one(tmp
 def test_a_toolchain_file_without_a_channel_is_an_error(tmp_path):
     write(tmp_path, "rust-toolchain.toml", '[toolchain]\ncomponents = ["rustfmt"]\n')
     with pytest.raises(BuildError, match="names no Rust toolchain channel"):
+        vllm_build.rust_toolchain(str(tmp_path))
+
+
+@pytest.mark.parametrize("name, text", [
+    ("rust-toolchain.toml", '[toolchain]\nchannel = "--default-host=evil"\n'),
+    ("rust-toolchain", "-v\n"),
+])
+def test_a_channel_that_is_not_a_toolchain_name_is_an_error(tmp_path, name, text):
+    write(tmp_path, name, text)
+    with pytest.raises(BuildError, match="is not a toolchain name"):
         vllm_build.rust_toolchain(str(tmp_path))

@@ -148,6 +148,10 @@ def test_a_tree_is_unpacked_once_per_archive_and_replaced_whole_by_another(tmp_p
     ([("vllm/link", "symlink", "../../etc/passwd")], "links outside"),
     ([("vllm/hard", "hardlink", "../outside")], "links outside"),
     ([("vllm/pipe", "fifo", None)], "device or FIFO"),
+    # Each link points inside on its own; unpacked in order, d1/d2/esc would be two levels above the tree.
+    ([("d1/d2", "symlink", ".."), ("d1/d2/esc", "symlink", "../.."), ("d1/d2/esc/escape.py", "file", "x")],
+     "below 'd1/d2', a symbolic link of the same archive"),
+    ([("vllm/up", "symlink", "."), ("vllm/up/setup.py", "file", "x")], "a symbolic link of the same archive"),
 ])
 def test_hostile_members_are_refused_before_anything_is_written(tmp_path, members, message):
     archive = make_tar(tmp_path / "evil.tar.gz", members)
@@ -178,3 +182,25 @@ def test_what_is_not_a_tar_archive_is_named(tmp_path):
 ])
 def test_archive_labels(filename, label):
     assert vllm_source.archive_label(filename) == label
+
+
+def test_the_sdist_sha256_is_the_pin_or_the_index_one_and_never_missing():
+    found = {"url": "https://mirror.example.com/packages/vllm-0.32.0.tar.gz", "sha256": "AB" * 32}
+    assert vllm_source.sdist_sha256(found, None) == "ab" * 32
+    assert vllm_source.sdist_sha256(found, "ab" * 32) == "ab" * 32
+    assert vllm_source.sdist_sha256(dict(found, sha256=None), "CD" * 32) == "cd" * 32
+    with pytest.raises(SourceError, match="publishes sha256 %s .* but %s was expected" % ("ab" * 32, "cd" * 32)):
+        vllm_source.sdist_sha256(found, "cd" * 32)
+    with pytest.raises(SourceError, match="no sha256 from its index; set vllm_build_archive_sha256"):
+        vllm_source.sdist_sha256(dict(found, sha256=None), "")
+
+
+@pytest.mark.parametrize("text, redacted", [
+    ("https://deploy:s3cr3t@mirror.example.com/simple/vllm/", "https://mirror.example.com/simple/vllm/"),
+    ("No sdist at https://tok@a.example/simple/, http://u:p@b.example/x: gone", "No sdist at https://a.example/simple/, http://b.example/x: gone"),
+    ("file:///srv/wheelhouse/vllm-0.32.0.tar.gz", "file:///srv/wheelhouse/vllm-0.32.0.tar.gz"),
+    ("mail me at ops@example.com", "mail me at ops@example.com"),
+    (None, None),
+])
+def test_credentials_in_urls_are_left_out(text, redacted):
+    assert vllm_source.redact_urls(text) == redacted
