@@ -103,6 +103,20 @@ def test_an_sdist_the_index_lacks_is_named_with_what_it_has(host, tmp_path):
     assert current(host) == before
 
 
+def test_an_sdist_whose_index_publishes_no_sha256_needs_a_pin(host, tmp_path):
+    # A copy of the index page without the #sha256= fragments, as a plain mirror or find-links page is.
+    made = host.exec("mkdir -p /srv/nohash/vllm && sed 's/#sha256=[0-9a-f]*//; s|\\.\\./\\.\\./|%s/|' %s/simple/vllm/index.html "
+                     "> /srv/nohash/vllm/index.html" % (SERVED, SERVED))
+    assert made.returncode == 0, made.stderr
+    before = current(host)
+    result, output = build(host, tmp_path, vllm_build_method="sdist", vllm_build_sdist="vllm==0.32.1",
+                           vllm_build_sdist_index_url="file:///srv/nohash")
+    assert result.returncode != 0
+    assert ("vllm-0.32.1.tar.gz comes with no sha256 from its index; set vllm_build_archive_sha256 to the sdist's sha256"
+            in output), output[-3000:]
+    assert "Start the build" not in output and current(host) == before
+
+
 def test_a_tarball_without_a_version_is_refused_before_the_build(host, archives, tmp_path):
     before = current(host)
     result, output = build(host, tmp_path, vllm_build_method="archive", vllm_build_archive=str(archives / "vllm-src-v0.32.1.tar.gz"))
