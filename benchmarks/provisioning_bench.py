@@ -24,7 +24,7 @@ sys.path[:0] = [str(REPO_ROOT / "tests" / "harness"), str(REPO_ROOT / "tests" / 
 
 # pylint: disable=wrong-import-position
 import harness  # noqa: E402
-from conftest import BUILD_SETUP, Container, boot, playbook_command, stage_fixture_repo  # noqa: E402
+from conftest import BUILD_SETUP, Container, boot, playbook_command  # noqa: E402
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$")
@@ -142,7 +142,7 @@ class Workspace:
             if state not in ("running", "degraded"):
                 raise BenchmarkFailure("%s did not finish booting (systemd is %r)" % (host.name, state))
             if fixture_repo:
-                stage_fixture_repo(host, self.subdirectory("fixture-%s" % host.name))
+                harness.stage_fixture_repo(host.name, self.subdirectory("fixture-%s" % host.name))
             hosts.append(host)
         return hosts
 
