@@ -1,9 +1,10 @@
-"""Helpers shared by the serve scenarios' tests (test_serve.py: aarch64, the fixture vLLM's server; test_engine.py:
-the real vLLM)."""
+"""Helpers shared by the scenarios' tests (test_serve.py: aarch64, the fixture vLLM's server; test_engine.py:
+the real vLLM; test_rolling_update.py: three hosts)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -21,3 +22,13 @@ def places_without_the_key(host, unit):
         "systemctl show": host.check_output("systemctl show %s" % unit),
         "journal": host.check_output("journalctl --no-pager -u %s" % unit),
     }
+
+
+def run_playbook(playbook, *extra_vars):
+    """ansible-playbook `playbook` (an FQCN) against this scenario's hosts with `-e` for each of
+    `extra_vars`, as an operator would run it: (exit status, stdout + stderr without colour)."""
+    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], playbook]
+    for extra in extra_vars:
+        command += ["-e", extra]
+    run = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
+    return run.returncode, run.stdout + run.stderr

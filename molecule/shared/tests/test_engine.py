@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
 import test_site
-from serve_checks import only_in_scenario, places_without_the_key
+from serve_checks import only_in_scenario, places_without_the_key, run_playbook
 
 testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as the site tests
 
@@ -120,11 +119,8 @@ def test_version_below_the_security_floor_is_refused_and_the_server_keeps_runnin
     """vLLM 0.32.0 is installed; a floor of 0.33.0 must stop serve.yml in preflight, changing nothing."""
     before = host.check_output("systemctl show -P MainPID %s; md5sum /etc/systemd/system/%s /etc/vllm-serve/main.env"
                                % (UNIT, UNIT))
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    run = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "arm_inference.vllm.serve",
-                          "-e", "vllm_serve_min_version=0.33.0"], capture_output=True, text=True, env=env, check=False)
-    output = run.stdout + run.stderr
-    assert run.returncode != 0, output[-3000:]
+    returncode, output = run_playbook("arm_inference.vllm.serve", "vllm_serve_min_version=0.33.0")
+    assert returncode != 0, output[-3000:]
     assert "vLLM 0.32.0 in /opt/vllm/current/venv is older than vllm_serve_min_version 0.33.0" in output, output[-3000:]
     assert "changed=0" in output
     assert host.check_output("systemctl show -P MainPID %s; md5sum /etc/systemd/system/%s /etc/vllm-serve/main.env"
@@ -146,12 +142,9 @@ def test_the_release_is_the_offline_wheel_install(host):
 def test_smoke_playbook_reports_every_request_and_its_latencies(host, tmp_path):
     """smoke.yml: eight concurrent streaming chats with the openai client on the host, reported on the controller."""
     key = host.check_output("cat /etc/vllm-serve/api_key")
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    run = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "arm_inference.vllm.smoke",
-                          "-e", "vllm_benchmark_report_dir=%s" % tmp_path, "-e", "vllm_benchmark_max_tokens=32"],
-                         capture_output=True, text=True, env=env, check=False)
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-3000:]
+    returncode, output = run_playbook("arm_inference.vllm.smoke", "vllm_benchmark_report_dir=%s" % tmp_path,
+                                      "vllm_benchmark_max_tokens=32")
+    assert returncode == 0, output[-3000:]
     assert key not in output
     reports = list(tmp_path.glob("*/report.json"))
     assert len(reports) == 1, reports

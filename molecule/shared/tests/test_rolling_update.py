@@ -5,15 +5,13 @@ Then an update to a ref that does not compile fails in batch 1 and touches nobod
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 
 import pytest
 import testinfra
 
 import test_site
-from serve_checks import only_in_scenario
+from serve_checks import only_in_scenario, run_playbook
 
 pytestmark = only_in_scenario("rolling_update", "only the rolling_update scenario rolls an update out")
 
@@ -33,10 +31,8 @@ def rollout():
     fleet = [testinfra.get_host(address) for address in test_site._podman_hosts()]  # pylint: disable=protected-access
     before = [state(host) for host in fleet]
     assert all(release.startswith("releases/v0.32.0-") and health == "200" for release, dummy, health in before), before
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    run = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "arm_inference.vllm.rolling_update",
-                          "-e", "vllm_build_git_ref=v0.32.1"], capture_output=True, text=True, env=env, check=False)
-    return fleet, before, run.returncode, run.stdout + run.stderr, [state(host) for host in fleet]
+    returncode, output = run_playbook("arm_inference.vllm.rolling_update", "vllm_build_git_ref=v0.32.1")
+    return fleet, before, returncode, output, [state(host) for host in fleet]
 
 
 def test_the_rollout_fails_at_host_2_and_says_it_stops(rollout):
@@ -73,11 +69,8 @@ def test_a_ref_that_does_not_compile_stops_the_rollout_at_host_1_and_touches_no_
     fleet = rollout[0]
     before = [state(host) for host in fleet]
     assert all(health == "200" for dummy, dummy, health in before), before
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    run = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "arm_inference.vllm.rolling_update",
-                          "-e", "vllm_build_git_ref=v0.32.2-broken"], capture_output=True, text=True, env=env, check=False)
-    output = run.stdout + run.stderr
-    assert run.returncode != 0, output[-3000:]
+    returncode, output = run_playbook("arm_inference.vllm.rolling_update", "vllm_build_git_ref=v0.32.2-broken")
+    assert returncode != 0, output[-3000:]
     assert "vllm_rollout: the update of rolling-1 failed" in output, output[-3000:]
     assert "fixture_undeclared_bias" in output, output[-3000:]
     assert [state(host) for host in fleet] == before
