@@ -16,12 +16,15 @@ description:
     source distribution on the package index the build venv's pip uses).
   - An sdist is looked up like pip does, in the find-links pages and then the index pages that
     O(pip_config) names (PyPI when it names none), through the simple repository API (PEP 503 HTML
-    or PEP 691 JSON). The sha256 the index publishes is checked.
+    or PEP 691 JSON). The sha256 the index publishes is checked; where it publishes none, O(sha256)
+    is required (nothing is downloaded unverified).
   - The archive's sha256 must match O(sha256) when given; a download is kept in O(download_dir)
     and not fetched again while its digest matches.
   - The tree is unpacked beside O(dest) and renamed into place complete, with a marker naming the
     archive's digest; the same archive again changes nothing. Members that would land outside the
-    tree, links pointing outside it and device files are refused.
+    tree, links pointing outside it, members below a link of the same archive and device files are
+    refused.
+  - User and password parts of URLs are left out of the result and of error messages.
 options:
   dest:
     description: Directory that becomes the source tree (the archive's single top directory).
@@ -205,13 +208,14 @@ def run(module):
             raise vllm_source.SourceError("download_dir is required to fetch %s." % url)
         os.makedirs(params["download_dir"], exist_ok=True)
         archive, changed = download(url, expected, params["download_dir"], config.get("cert"), params["timeout"])
+        actual = expected  # download() has hashed the file and checked it against this
     else:
         archive = params["src"]
         if not os.path.isfile(archive):
             raise vllm_source.SourceError("The archive %s does not exist on the host." % archive)
-    actual = vllm_source.file_sha256(archive)
-    if expected and actual != expected:
-        raise vllm_source.SourceError("%s has sha256 %s, but %s was expected; it was not used." % (archive, actual, expected))
+        actual = vllm_source.file_sha256(archive)
+        if expected and actual != expected:
+            raise vllm_source.SourceError("%s has sha256 %s, but %s was expected; it was not used." % (archive, actual, expected))
     record = {"url": result["url"], "archive": os.path.basename(archive), "label": label}
     changed = vllm_source.install_tree(archive, actual, params["dest"], record) or changed
     return dict(result, changed=changed, archive=archive, sha256=actual,
