@@ -546,9 +546,10 @@ def run_lane(lane, live):
             logfile.parent.mkdir(parents=True, exist_ok=True)
             with open(logfile, "w", encoding="utf-8") as out:
                 rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
-        results.append((scenario, rc, time.monotonic() - started, logfile))
+        elapsed = time.monotonic() - started
+        results.append((scenario, rc, elapsed, logfile))
         log("scenario %s %s in %.0f s%s" % (scenario, "passed" if rc == 0 else "FAILED (rc %d)" % rc,
-                                            time.monotonic() - started, " (log %s)" % logfile if logfile else ""))
+                                            elapsed, " (log %s)" % logfile if logfile else ""))
         if rc != 0:
             break
     return results
