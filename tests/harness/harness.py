@@ -14,9 +14,10 @@ Subcommands (all idempotent):
   list-images    print the image recipes and the tag each one gets
   scenarios LANE...  molecule test for each scenario; lanes (comma-separated scenarios, run in order)
                  run side by side, the first one printed live, the others logged under .cache/logs
-  prepared-image this machine's Debian 12 after prepare.yml with the fixture vLLM repository staged
-                 (what the integration tests and the rolling_update scenario start from), rebuilt
-                 only when prepare.yml, the roles it runs, the fixture tree or the base image change
+  prepared-image [ARCH...]  Debian 12 (default: this machine's architecture) after prepare.yml with
+                 the fixture vLLM repository staged (what the integration tests and the rolling_update
+                 scenario start from), rebuilt only when prepare.yml, the roles it runs, the fixture
+                 tree or the base image change; several architectures are built side by side
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ TINY_MODEL_SCRIPT = REPO_ROOT / "tests" / "engine" / "make_tiny_model.py"
 TINY_MODEL_PACKAGES = ["torch", "transformers", "tokenizers", "safetensors"]
 
 
-# The prepared image: the native Debian 12 image after playbooks/prepare.yml, with the fixture vLLM
+# The prepared image: a Debian 12 image (per architecture) after playbooks/prepare.yml, with the fixture vLLM
 # repository (tests/fixtures/make_vllm_source_repo.py) staged where vllm_build_git_repo points in the
 # tests. Its label holds a digest of everything that shapes it; an unchanged digest means no work.
 PREPARED_LABEL = "org.arm-inference.prepared"
@@ -126,8 +127,9 @@ PREPARE_VARIABLES = {
 # staged; the base image id, the variables and the host's CA bundle join them in the digest.
 PREPARED_INPUTS = ["playbooks/prepare.yml", "roles/build_deps", "roles/tcmalloc", "roles/python_venv", "plugins", "meta",
                    "galaxy.yml", "tests/fixtures"]
-# One build at a time on this machine, whoever asks (the Makefile, each pytest-xdist worker).
-PREPARED_LOCK = Path("/var/tmp/arm-inference-prepared-image.lock")
+# One build of an architecture's image at a time on this machine, whoever asks (the Makefile, each
+# pytest-xdist worker).
+PREPARED_LOCK = "/var/tmp/arm-inference-prepared-image-%s.lock"
 
 
 def log(message):
@@ -360,8 +362,8 @@ def build_images(args):
         log("image %-16s %s" % (name, "built in %.0f s" % elapsed if elapsed else "cached"))
 
 
-def prepared_image_tag():
-    return image_tag("%s-%s-prepared" % (PREPARED_BASE, native_arch()))
+def prepared_image_tag(arch=None):
+    return image_tag("%s-%s-prepared" % (PREPARED_BASE, arch or native_arch()))
 
 
 def podman_output(*args):
@@ -389,10 +391,15 @@ def prepared_inputs_digest(base_image_id):
     return digest.hexdigest()[:16]
 
 
+# Emulated (aarch64) systemd on a busy 2-core machine can take a minute to boot; a native one, seconds.
+BOOT_TIMEOUT = 180
+
+
 def boot_container(name):
     """Wait for systemd in a container to finish booting, then share mounts as systemd expects of a
     container (credentials, LoadCredential=, stay invisible under podman's private propagation)."""
-    for dummy in range(60):
+    deadline = time.monotonic() + BOOT_TIMEOUT
+    while time.monotonic() < deadline:
         state = subprocess.run(["podman", "exec", name, "systemctl", "is-system-running"], capture_output=True, text=True,
                                check=False).stdout.strip()
         # Containers always have a few units that cannot start, hence "degraded"; it must just be final.
@@ -400,7 +407,7 @@ def boot_container(name):
             break
         time.sleep(1)
     else:
-        sys.exit("harness: systemd in %s did not finish booting in 60 s (state %r)" % (name, state))
+        sys.exit("harness: systemd in %s did not finish booting in %d s (state %r)" % (name, BOOT_TIMEOUT, state))
     run(["podman", "exec", name, "mount", "--make-rshared", "/"])
 
 
@@ -424,12 +431,22 @@ def run_prepare_playbook(name, workdir):
         env=env, cwd=workdir)
 
 
-def build_prepared_image(_args=None):
-    """Build the prepared image unless its label already holds the digest of its inputs; return its tag."""
-    tag = prepared_image_tag()
-    base = image_tag("%s-%s" % (PREPARED_BASE, native_arch()))
-    PREPARED_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(PREPARED_LOCK, "w", encoding="utf-8") as lock:
+def build_prepared_images(args):
+    """The prepared image of each architecture asked for (default: this machine's), side by side."""
+    arches = list(dict.fromkeys(args.arches or [native_arch()]))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(build_prepared_image, arches))
+
+
+def build_prepared_image(arch=None):
+    """Build the prepared image of `arch` (default: this machine's) unless its label already holds the
+    digest of its inputs; return its tag. Another architecture runs under qemu-user emulation."""
+    arch = arch or native_arch()
+    if "%s-%s" % (PREPARED_BASE, arch) not in IMAGES:
+        sys.exit("harness: no %s image for architecture %r (known: amd64, arm64)" % (PREPARED_BASE, arch))
+    tag = prepared_image_tag(arch)
+    base = image_tag("%s-%s" % (PREPARED_BASE, arch))
+    with open(PREPARED_LOCK % arch, "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         digest = prepared_inputs_digest(podman_output("image", "inspect", "--format", "{{.Id}}", base))
         if image_label(tag, PREPARED_LABEL) == digest:
@@ -601,7 +618,9 @@ def main():
     scenarios = commands.add_parser("scenarios")
     scenarios.add_argument("lanes", nargs="+")
     scenarios.set_defaults(func=run_scenarios)
-    commands.add_parser("prepared-image").set_defaults(func=lambda args: (require_root(), build_prepared_image(args)))
+    prepared = commands.add_parser("prepared-image")
+    prepared.add_argument("arches", nargs="*", metavar="ARCH")
+    prepared.set_defaults(func=lambda args: (require_root(), build_prepared_images(args)))
     args = parser.parse_args()
     args.func(args)
 

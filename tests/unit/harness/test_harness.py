@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 _SPEC = importlib.util.spec_from_file_location(
     "harness", Path(__file__).resolve().parents[2] / "harness" / "harness.py"
 )
@@ -107,3 +109,18 @@ def test_prepared_image_digest_sees_a_renamed_input(tmp_path, monkeypatch):
     first = harness.prepared_inputs_digest("sha256:base1")
     (tmp_path / "roles" / "r" / "tasks" / "main.yml").rename(tmp_path / "roles" / "r" / "tasks" / "other.yml")
     assert harness.prepared_inputs_digest("sha256:base1") != first
+
+
+def test_prepared_image_is_tagged_per_architecture(monkeypatch):
+    monkeypatch.setattr(harness, "native_arch", lambda: "amd64")
+    assert harness.prepared_image_tag() == "%s/debian12-amd64-prepared:latest" % harness.IMAGE_PREFIX
+    assert harness.prepared_image_tag("arm64") == "%s/debian12-arm64-prepared:latest" % harness.IMAGE_PREFIX
+
+
+def test_prepared_image_of_an_unknown_architecture_is_refused_before_podman_runs(monkeypatch):
+    def no_podman(*args, **kwargs):
+        raise AssertionError("podman ran: %r" % (args,))
+
+    monkeypatch.setattr(harness.subprocess, "run", no_podman)
+    with pytest.raises(SystemExit, match=r"architecture 'riscv64' \(known: amd64, arm64\)"):
+        harness.build_prepared_image("riscv64")
