@@ -29,8 +29,10 @@ SCENARIO_IMAGE_site := debian12-arm64
 SCENARIO_IMAGE_engine := debian12-amd64
 SCENARIO_IMAGE_rolling_update := $(NATIVE_IMAGE)
 SCENARIO_IMAGE_debian13 := debian13-arm64
-# Integration tests run natively: a supported OS and a real unsupported one (Debian testing).
-INTEGRATION_IMAGES := $(NATIVE_IMAGE) debian-testing-$(ARCH)
+# Integration tests run natively (a supported OS and a real unsupported one, Debian testing), except
+# vllm_build's lifecycle and fleet: they compile on aarch64 (BUILD_ARCH), emulated on x86_64 machines.
+export ARM_INFERENCE_BUILD_ARCH ?= arm64
+INTEGRATION_IMAGES := $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH)
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
 .PHONY: help setup images site lint sanity unit golden docs integration molecule build test clean
@@ -87,8 +89,10 @@ build: setup
 
 integration: setup build
 	$(HARNESS) images $(INTEGRATION_IMAGES)
-	# Once, before the two xdist workers start (each would otherwise wait for it in turn).
-	$(HARNESS) prepared-image
+	# Once, before the two xdist workers start (each would otherwise wait for it in turn). The
+	# BUILD_ARCH one, when emulated, is built by the worker that runs the build lifecycle first, while
+	# the other worker runs the native tests (tests/integration/conftest.py orders them).
+	$(HARNESS) prepared-image $(ARCH)
 	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration
 
 molecule: setup

@@ -1,8 +1,13 @@
-"""Build once per CPU class for a fleet, on native systemd containers: two hosts of this machine's
-class and one whose /proc/cpuinfo is replaced by a copy without AVX2/AVX-512 (another build class)
-run build.yml together with the controller's wheel cache. One compile per class; the second host of
-a class installs the first one's wheel; the other class never gets it. The fixture vLLM tree is
-compiled (tests/fixtures/vllm_source/README.md says what it stands in for)."""
+"""Build once per CPU class for a fleet, on systemd containers of BUILD_ARCH (aarch64 by default, under
+emulation on an x86_64 machine): two hosts of one class and one of another run build.yml together with
+the controller's wheel cache. One compile per class; the second host of a class installs the first
+one's wheel; a wheel never crosses classes. The fixture vLLM tree is compiled
+(tests/fixtures/vllm_source/README.md says what it stands in for).
+
+The classes come from /proc/cpuinfo, replaced in each container by a file: on aarch64 the published
+dumps of a Graviton2 (Neoverse-N1: dotprod and fp16, no bf16) and a Graviton4 (bf16), the pair whose
+shared wheel would crash with illegal instructions; on x86_64 this machine's own cpuinfo, and a copy
+without AVX2/AVX-512 for the other class."""
 
 from __future__ import annotations
 
@@ -11,12 +16,13 @@ import re
 
 import pytest
 
-from conftest import BUILD_SETUP, NATIVE, REPO_ROOT, run_playbook, prepared_host
+from conftest import BUILD_ARCH, BUILD_SETUP, NATIVE as NATIVE_ARCH, REPO_ROOT, run_playbook, prepared_host
 
+SAMPLES = REPO_ROOT / "tests" / "unit" / "samples"
 VECTOR_FLAGS = re.compile(r"^(avx2|avx512\w*|amx\w*)$")
 
 
-def cpuinfo_of_another_class(path):
+def cpuinfo_without_vector_extensions(path):
     """This machine's /proc/cpuinfo without the vector extensions that decide the x86_64 build class."""
     with open("/proc/cpuinfo") as handle:
         lines = handle.read().splitlines()
@@ -30,17 +36,31 @@ def cpuinfo_of_another_class(path):
     return path
 
 
+def fleet_cpuinfo(directory):
+    """(cpuinfo of the shared class or None for this machine's own, cpuinfo of the other class, the
+    other class's name, whether the other class's wheel is the one offered across)."""
+    if BUILD_ARCH == "arm64":
+        # The bf16 wheel is the dangerous one: offered to a Neoverse-N1 host, it must be refused.
+        return (SAMPLES / "graviton2-t4g" / "cpuinfo", SAMPLES / "graviton4-m8g-2xlarge" / "cpuinfo",
+                "aarch64-dotprod-fp16-bf16", True)
+    if BUILD_ARCH == "amd64" and BUILD_ARCH == NATIVE_ARCH:
+        return None, cpuinfo_without_vector_extensions(directory / "cpuinfo"), "x86_64-baseline", False
+    pytest.skip("no fleet classes for BUILD_ARCH=%s on this machine" % BUILD_ARCH)
+
+
+def cpuinfo_mount(path):
+    return ["-v", "%s:/proc/cpuinfo:ro" % path] if path else []
+
+
 @pytest.fixture(scope="module")
-def fleet(prepared_image, tmp_path_factory):
-    if NATIVE != "amd64":
-        pytest.skip("the other-class host fakes an x86_64 /proc/cpuinfo")
-    fake = cpuinfo_of_another_class(tmp_path_factory.mktemp("cpuinfo") / "cpuinfo")
+def fleet(build_image, tmp_path_factory):
+    shared, other, other_class, offer_other = fleet_cpuinfo(tmp_path_factory.mktemp("cpuinfo"))
     hosts = []
     try:
-        hosts.append(prepared_host(prepared_image))
-        hosts.append(prepared_host(prepared_image))
-        hosts.append(prepared_host(prepared_image, options=["-v", "%s:/proc/cpuinfo:ro" % fake]))
-        yield hosts
+        hosts.append(prepared_host(build_image, options=cpuinfo_mount(shared)))
+        hosts.append(prepared_host(build_image, options=cpuinfo_mount(shared)))
+        hosts.append(prepared_host(build_image, options=cpuinfo_mount(other)))
+        yield hosts, other_class, offer_other
     finally:
         for host in hosts:
             host.remove()
@@ -57,35 +77,42 @@ def release(host):
 
 
 def test_one_compile_per_class_and_no_wheel_crosses_classes(fleet, tmp_path):
+    hosts, other_class, offer_other = fleet
     cache = tmp_path / "wheels"
     variables = dict(BUILD_SETUP, vllm_build_wheel_cache_dir=str(cache))
-    result, output = run(fleet, tmp_path, "build.yml", variables)
+    result, output = run(hosts, tmp_path, "build.yml", variables)
     assert result.returncode == 0, output[-3000:]
 
-    first, second, other = (release(host) for host in fleet)
+    first, second, other = (release(host) for host in hosts)
     assert first["identity"] == second["identity"] and first["build_class"] == second["build_class"]
-    assert other["build_class"] != first["build_class"] and other["identity"] != first["identity"]
-    assert other["build_class"] == "x86_64-baseline"
+    assert other["build_class"] == other_class and other["identity"] != first["identity"]
+    assert first["build_class"] != other_class and first["build_class"].startswith(other_class.split("-")[0] + "-")
 
     def compiled(host, stamp):
         return host.exec("test -f /opt/vllm/builds/%s/build.log" % stamp["identity"]).returncode == 0
 
     # Exactly one compile for the shared class (the first host in play order), one for the other.
-    assert compiled(fleet[0], first) and not compiled(fleet[1], second) and compiled(fleet[2], other)
-    copied = json.loads(fleet[1].exec("cat /opt/vllm/builds/%s/build.json" % second["identity"]).stdout)
-    assert copied["builder"] == fleet[0].name and copied["wheel"] == first["wheel"]
+    assert compiled(hosts[0], first) and not compiled(hosts[1], second) and compiled(hosts[2], other)
+    copied = json.loads(hosts[1].exec("cat /opt/vllm/builds/%s/build.json" % second["identity"]).stdout)
+    assert copied["builder"] == hosts[0].name and copied["wheel"] == first["wheel"]
     entries = sorted(path.relative_to(cache).parts[0] for path in cache.glob("*/*/*/*/wheel.json"))
     assert entries == sorted([first["build_class"], other["build_class"]])
 
-    # A wheel of one class put by hand where the other class looks is refused, not installed.
-    own = next(cache.glob("%s/*/*/*" % first["build_class"]))
-    foreign = cache / other["build_class"] / own.relative_to(cache / first["build_class"])
-    foreign = foreign.parent / other["identity"]
-    fleet[2].exec("rm -rf /opt/vllm/releases/*/ /opt/vllm/builds/* /opt/vllm/current")
+    # A wheel of one class put by hand where the other class looks is refused by a host of that other
+    # class, which starts from nothing and is left with nothing.
+    if offer_other:
+        donor, donor_host, receiver, receiver_host = other, hosts[2], first, hosts[1]
+    else:
+        donor, donor_host, receiver, receiver_host = first, hosts[0], other, hosts[2]
+    own = cache / donor["build_class"] / donor["os"] / donor["python"] / donor["identity"]
+    foreign = cache / receiver["build_class"] / receiver["os"] / receiver["python"] / receiver["identity"]
+    receiver_host.exec("rm -rf /opt/vllm/releases/*/ /opt/vllm/builds/* /opt/vllm/current")
+    for item in foreign.iterdir():
+        item.unlink()
     for item in own.iterdir():
         (foreign / item.name).write_bytes(item.read_bytes())
-    result, output = run([fleet[2]], tmp_path, "build.yml", variables)
+    result, output = run([receiver_host], tmp_path, "build.yml", variables)
     assert result.returncode != 0
-    assert "was compiled on %s for build class %s" % (fleet[0].name, first["build_class"]) in output, output[-3000:]
-    assert "but %s is x86_64-baseline" % fleet[2].name in output, output[-3000:]
-    assert fleet[2].exec("test -e /opt/vllm/current").returncode != 0
+    assert "was compiled on %s for build class %s" % (donor_host.name, donor["build_class"]) in output, output[-3000:]
+    assert "but %s is %s" % (receiver_host.name, receiver["build_class"]) in output, output[-3000:]
+    assert receiver_host.exec("test -e /opt/vllm/current").returncode != 0

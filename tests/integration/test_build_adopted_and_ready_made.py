@@ -1,0 +1,64 @@
+"""vllm_build on a native systemd container, for what does not depend on the CPU architecture (the
+lifecycle that does runs on aarch64, test_build_lifecycle.py): a build whose controller goes away
+mid-compile is adopted by the next run, and a ready-made wheel becomes a release without compiling
+and is refused when described as built for another CPU class. The fixture vLLM tree
+(tests/fixtures/vllm_source/README.md says what it stands in for) is compiled."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import pytest
+
+from build_checks import build, current, interrupt, served_version, sleeping, stamp, ROOT
+from conftest import podman, prepared_host
+
+
+@pytest.fixture(scope="module")
+def host(prepared_image):
+    container = prepared_host(prepared_image)
+    yield container
+    container.remove()
+
+
+def test_a_build_that_outlives_its_controller_is_adopted_by_the_next_run(host, tmp_path):
+    build_dir = interrupt(host, tmp_path, 60)
+    assert sleeping(host, 60), "the build did not survive its controller"
+    assert current(host) == ""
+
+    result, output = build(host, tmp_path, "v0.32.1", vllm_build_environment={"VLLM_FIXTURE_COMPILE_DELAY": "60"})
+    assert result.returncode == 0, output[-3000:]
+    # One compile: the new run waited for the running build (or, on a slow machine, found it
+    # finished) and took its wheel instead of starting over.
+    log = host.exec("cat %s/build.log" % build_dir).stdout
+    assert log.count("pip wheel") == 1 and "Successfully built vllm" in log, log[-3000:]
+    assert current(host).startswith("releases/v0.32.1-") and served_version(host)[0] == "0.32.1+cpu"
+
+
+def test_a_ready_made_wheel_becomes_a_release_without_compiling(host, tmp_path):
+    built = stamp(host, current(host))
+    wheel = tmp_path / built["wheel"]
+    podman("cp", "%s:%s/builds/%s/dist/%s" % (host.name, ROOT, built["identity"], built["wheel"]), str(wheel))
+    ready_made = {"vllm_build_method": "wheel", "vllm_build_wheel": str(wheel)}
+    result, output = build(host, tmp_path, "v0.32.1", **ready_made)
+    assert result.returncode == 0, output[-3000:]
+    release = current(host)
+    assert release.startswith("releases/vllm-0.32.1-cpu-cp3") and release != "releases/" + built["release"], release
+    info = stamp(host, release)
+    assert info["source"] == {"method": "wheel", "wheel": str(wheel),
+                              "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
+    assert host.exec("test -e %s/builds/%s/build.log" % (ROOT, info["identity"])).returncode != 0
+    assert served_version(host)[0] == "0.32.1+cpu"
+    result, output = build(host, tmp_path, "v0.32.1", **ready_made)
+    assert result.returncode == 0 and re.search(r"changed=0\s", output), output[-3000:]
+
+    # The same file described as compiled for another CPU class (as the wheel cache would) is refused.
+    foreign = next(name for name in ("aarch64-dotprod-fp16-bf16", "aarch64-dotprod-fp16") if name != built["build_class"])
+    (tmp_path / "wheel.json").write_text(json.dumps({"build_class": foreign, "builder": "graviton4-01"}))
+    result, output = build(host, tmp_path, "v0.32.1", **ready_made)
+    assert result.returncode != 0
+    assert "was compiled on graviton4-01 for build class %s, but %s is %s" % (foreign, host.name, built["build_class"]) \
+        in output, output[-3000:]
+    assert current(host) == release
