@@ -17,8 +17,12 @@ ROOT = "/opt/vllm"
 COMPILE_STEP_TIMEOUT = 600
 
 
-def build(host, tmp_path, ref, **extra):
-    result = host.playbook(tmp_path, BUILD, dict(BUILD_SETUP, vllm_build_git_ref=ref, **extra))
+def build(host, tmp_path, ref=None, **extra):
+    """Run build.yml with the tests' setup, at git ref `ref` when given, plus `extra` variables."""
+    variables = dict(BUILD_SETUP, **extra)
+    if ref is not None:
+        variables["vllm_build_git_ref"] = ref
+    result = host.playbook(tmp_path, BUILD, variables)
     return result, result.stdout + result.stderr
 
 

@@ -6,16 +6,14 @@ over HTTP from inside the container. Builds, re-runs, and the refusals that come
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import subprocess
 
 import pytest
 
-from conftest import BUILD_SETUP, REPO_ROOT, podman, prepared_host
+from build_checks import build, current, stamp, ROOT
+from conftest import REPO_ROOT, podman, prepared_host
 
-BUILD = str(REPO_ROOT / "playbooks" / "build.yml")
-ROOT = "/opt/vllm"
 PORT = 8099
 SERVED = "/srv/vllm-sources"
 
@@ -40,19 +38,6 @@ def host(prepared_image, archives):
         yield container
     finally:
         container.remove()
-
-
-def build(host, tmp_path, **variables):
-    result = host.playbook(tmp_path, BUILD, dict(BUILD_SETUP, **variables))
-    return result, result.stdout + result.stderr
-
-
-def current(host):
-    return host.exec("readlink %s/current" % ROOT).stdout.strip()
-
-
-def stamp(host, release):
-    return json.loads(host.exec("cat %s/%s/release.json" % (ROOT, release)).stdout)
 
 
 def served_version(host):
