@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BUILD_SETUP, REPO_ROOT, playbook_command
+from conftest import BUILD_SETUP, REPO_ROOT, playbook_command, run_playbook
 
 BUILD = str(REPO_ROOT / "playbooks" / "build.yml")
 ROOT = "/opt/vllm"
@@ -17,13 +17,18 @@ ROOT = "/opt/vllm"
 COMPILE_STEP_TIMEOUT = 600
 
 
-def build(host, tmp_path, ref=None, **extra):
-    """Run build.yml with the tests' setup, at git ref `ref` when given, plus `extra` variables."""
+def build_on(hosts, tmp_path, ref=None, **extra):
+    """Run build.yml on `hosts` in one play with the tests' setup, at git ref `ref` when given, plus
+    `extra` variables; return the process and its whole output."""
     variables = dict(BUILD_SETUP, **extra)
     if ref is not None:
         variables["vllm_build_git_ref"] = ref
-    result = host.playbook(tmp_path, BUILD, variables)
+    result = run_playbook(hosts, tmp_path, BUILD, variables)
     return result, result.stdout + result.stderr
+
+
+def build(host, tmp_path, ref=None, **extra):
+    return build_on([host], tmp_path, ref, **extra)
 
 
 def current(host):
@@ -34,12 +39,16 @@ def stamp(host, release):
     return json.loads(host.exec("cat %s/%s/release.json" % (ROOT, release)).stdout)
 
 
+def current_stamp(host):
+    return stamp(host, current(host))
+
+
 def served_version(host):
     """The current release's version and a dot product computed by its compiled extension, whose
     instruction set is checked against the release's build class."""
     probe = "import vllm, vllm._C as c; print(vllm.__version__, c.isa(), c.dot([1.0, 2.0], [3.0, 4.0]))"
     version, isa, dot = host.exec("%s/current/venv/bin/python -I -c '%s'" % (ROOT, probe)).stdout.split()
-    build_class = stamp(host, current(host))["build_class"]
+    build_class = current_stamp(host)["build_class"]
     machine = host.exec("uname -m").stdout.strip()
     assert build_class.startswith(machine + "-"), (build_class, machine)
     if machine == "aarch64":

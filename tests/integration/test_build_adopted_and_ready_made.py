@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from build_checks import build, current, interrupt, served_version, sleeping, stamp, ROOT
+from build_checks import build, current, current_stamp, interrupt, served_version, sleeping, stamp, ROOT
 from conftest import podman, prepared_host
 
 
@@ -38,7 +38,7 @@ def test_a_build_that_outlives_its_controller_is_adopted_by_the_next_run(host, t
 
 
 def test_a_ready_made_wheel_becomes_a_release_without_compiling(host, tmp_path):
-    built = stamp(host, current(host))
+    built = current_stamp(host)
     wheel = tmp_path / built["wheel"]
     podman("cp", "%s:%s/builds/%s/dist/%s" % (host.name, ROOT, built["identity"], built["wheel"]), str(wheel))
     ready_made = {"vllm_build_method": "wheel", "vllm_build_wheel": str(wheel)}

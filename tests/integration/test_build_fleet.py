@@ -16,7 +16,8 @@ import re
 
 import pytest
 
-from conftest import BUILD_ARCH, BUILD_SETUP, NATIVE as NATIVE_ARCH, REPO_ROOT, run_playbook, prepared_host
+from build_checks import build_on, current_stamp, ROOT
+from conftest import BUILD_ARCH, NATIVE as NATIVE_ARCH, REPO_ROOT, prepared_host
 
 SAMPLES = REPO_ROOT / "tests" / "unit" / "samples"
 VECTOR_FLAGS = re.compile(r"^(avx2|avx512\w*|amx\w*)$")
@@ -66,34 +67,23 @@ def fleet(build_image, tmp_path_factory):
             host.remove()
 
 
-def run(hosts, tmp_path, playbook, variables):
-    result = run_playbook(hosts, tmp_path, str(REPO_ROOT / "playbooks" / playbook), variables)
-    return result, result.stdout + result.stderr
-
-
-def release(host):
-    name = host.exec("readlink /opt/vllm/current").stdout.strip()
-    return json.loads(host.exec("cat /opt/vllm/%s/release.json" % name).stdout)
-
-
 def test_one_compile_per_class_and_no_wheel_crosses_classes(fleet, tmp_path):
     hosts, other_class, offer_other = fleet
     cache = tmp_path / "wheels"
-    variables = dict(BUILD_SETUP, vllm_build_wheel_cache_dir=str(cache))
-    result, output = run(hosts, tmp_path, "build.yml", variables)
+    result, output = build_on(hosts, tmp_path, vllm_build_wheel_cache_dir=str(cache))
     assert result.returncode == 0, output[-3000:]
 
-    first, second, other = (release(host) for host in hosts)
+    first, second, other = (current_stamp(host) for host in hosts)
     assert first["identity"] == second["identity"] and first["build_class"] == second["build_class"]
     assert other["build_class"] == other_class and other["identity"] != first["identity"]
     assert first["build_class"] != other_class and first["build_class"].startswith(other_class.split("-")[0] + "-")
 
     def compiled(host, stamp):
-        return host.exec("test -f /opt/vllm/builds/%s/build.log" % stamp["identity"]).returncode == 0
+        return host.exec("test -f %s/builds/%s/build.log" % (ROOT, stamp["identity"])).returncode == 0
 
     # Exactly one compile for the shared class (the first host in play order), one for the other.
     assert compiled(hosts[0], first) and not compiled(hosts[1], second) and compiled(hosts[2], other)
-    copied = json.loads(hosts[1].exec("cat /opt/vllm/builds/%s/build.json" % second["identity"]).stdout)
+    copied = json.loads(hosts[1].exec("cat %s/builds/%s/build.json" % (ROOT, second["identity"])).stdout)
     assert copied["builder"] == hosts[0].name and copied["wheel"] == first["wheel"]
     entries = sorted(path.relative_to(cache).parts[0] for path in cache.glob("*/*/*/*/wheel.json"))
     assert entries == sorted([first["build_class"], other["build_class"]])
@@ -106,13 +96,13 @@ def test_one_compile_per_class_and_no_wheel_crosses_classes(fleet, tmp_path):
         donor, donor_host, receiver, receiver_host = first, hosts[0], other, hosts[2]
     own = cache / donor["build_class"] / donor["os"] / donor["python"] / donor["identity"]
     foreign = cache / receiver["build_class"] / receiver["os"] / receiver["python"] / receiver["identity"]
-    receiver_host.exec("rm -rf /opt/vllm/releases/*/ /opt/vllm/builds/* /opt/vllm/current")
+    receiver_host.exec("rm -rf {0}/releases/*/ {0}/builds/* {0}/current".format(ROOT))
     for item in foreign.iterdir():
         item.unlink()
     for item in own.iterdir():
         (foreign / item.name).write_bytes(item.read_bytes())
-    result, output = run([receiver_host], tmp_path, "build.yml", variables)
+    result, output = build_on([receiver_host], tmp_path, vllm_build_wheel_cache_dir=str(cache))
     assert result.returncode != 0
     assert "was compiled on %s for build class %s" % (donor_host.name, donor["build_class"]) in output, output[-3000:]
     assert "but %s is %s" % (receiver_host.name, receiver["build_class"]) in output, output[-3000:]
-    assert receiver_host.exec("test -e /opt/vllm/current").returncode != 0
+    assert receiver_host.exec("test -e %s/current" % ROOT).returncode != 0

@@ -2,8 +2,8 @@
 machine), compiling the fixture vLLM tree (tests/fixtures/vllm_source, its README says what it stands in
 for) from a local git repository with tags: build at a tag, an unchanged re-run, a new tag next to the
 old release (its first build killed mid-way, restarted and completed by the next run), rollback, and a
-tag that fails to compile (the current release stays). test_build_adopted_and_ready_made.py runs what does not depend on
-the architecture natively."""
+tag that fails to compile (the current release stays). What does not depend on the architecture runs
+natively in test_build_adopted_and_ready_made.py."""
 
 from __future__ import annotations
 
