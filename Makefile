@@ -43,7 +43,7 @@ help:
 	@echo "make setup        host packages, binfmt, podman settings, .venv, collection link"
 	@echo "make images       build/refresh the test images (IMAGES=..., default: what the tests use)"
 	@echo "make lint|sanity|unit|integration|molecule|build   one stage"
-	@echo "make golden       rewrite the tuning golden renderings and docs/tuning.md's table"
+	@echo "make golden       rewrite the tuning golden renderings, docs/tuning.md's table and docs/input-rules.md"
 	@echo "make docs         regenerate docs/variables.md from the roles' argument specs"
 
 setup:
@@ -75,9 +75,11 @@ sanity: setup
 unit: setup
 	pytest -q tests/unit
 
-# Rewrite the tuning golden renderings and the table in docs/tuning.md after a rule change; review the diff.
+# Rewrite the tuning golden renderings, the table in docs/tuning.md and docs/input-rules.md after a rule
+# change; review the diff.
 golden: setup
 	python3 tests/unit/tuning_golden.py --write
+	python3 tests/unit/input_rules_doc.py --write
 
 # Regenerate the role variable reference after an argument spec change; `make lint` checks it is current.
 docs: setup

@@ -451,3 +451,13 @@ def read_snapshot(root="/", affinity=None, machine=None):
         "thp_defrag": _read(root, "sys/kernel/mm/transparent_hugepage/defrag"),
         "dmi": dmi,
     }
+
+
+def free_bytes(path):
+    """Bytes an unprivileged writer may still use on the filesystem of `path`, or of its nearest
+    existing parent (on a fresh host the directory a role will make is not there yet)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize

@@ -108,6 +108,10 @@ def _extra_args(value, variable):
     arguments = [_no_control_characters(item, "%s[%d]" % (variable, index)) for index, item in enumerate(value)]
     for argument in arguments:
         flag = argument.split("=", 1)[0]
+        if flag == "--trust-remote-code":
+            raise ServeError("%s must not contain --trust-remote-code: it runs the model repository's own Python "
+                             "code in the server; set vllm_serve_trust_remote_code: true to allow it for every "
+                             "instance (see docs/security.md)." % variable)
         if flag in MANAGED_FLAGS:
             raise ServeError("%s must not contain %s: the role sets it (instance keys model, served_model_name, "
                              "host, port, dtype, tensor_parallel_size, max_model_len, max_num_batched_tokens, "
@@ -206,12 +210,17 @@ def serve_units(facts, instances, settings):
     base_port = _port(merged["port"], "vllm_serve_port")
     units = []
     ports = {}
+    names = {}
     for index, (item, profile) in enumerate(zip(items, profiles)):
         variable = "vllm_serve_instances[%d]" % index
         name = str(item.get("name") or ("main" if len(items) == 1 else "vllm%d" % index))
         if not NAME_PATTERN.match(name):
             raise ServeError("%s.name must be 1-40 characters of a-z, 0-9, '-' and '_', starting with a letter or "
                              "digit, got %r." % (variable, name))
+        if name in names:
+            raise ServeError("%s.name %r is already used by vllm_serve_instances[%d]: every instance needs its own "
+                             "name (it names the unit)." % (variable, name, names[name]))
+        names[name] = index
         model = _model(item.get("model", merged["model"]), "%s.model (or vllm_serve_model)" % variable)
         port = _port(item["port"], variable + ".port") if item.get("port") not in (None, "") else base_port + index
         if port in ports:
@@ -238,6 +247,8 @@ def serve_units(facts, instances, settings):
             number = _optional_positive_int(item.get(key, merged[key]), source)
             if number is not None:
                 arguments += [flag, str(number)]
+        if merged["trust_remote_code"]:
+            arguments.append("--trust-remote-code")
         arguments += _extra_args(merged["extra_args"], "vllm_serve_extra_args")
         arguments += _extra_args(item.get("extra_args"), variable + ".extra_args")
 
@@ -310,6 +321,7 @@ DEFAULT_SETTINGS = {
     "cache_root": "/var/cache/vllm-serve",
     "tcmalloc_path": "",
     "offline": True,
+    "trust_remote_code": False,
     "api_key_configured": False,
     "api_key_transport": "credential",
     "api_key_file": "",

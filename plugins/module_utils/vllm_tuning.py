@@ -202,8 +202,8 @@ def kv_cache_gib(facts, rank_cpus, tp_size, ranks_per_node, weights_gib, headroo
     floor = _positive_int(floor_gib, "vllm_serve_kv_cache_min_gib")
     value = int(math.floor(budget))
     if value < floor:
-        raise TuningError("The KV cache would get %d GiB, below the floor of %d GiB: %s. Use a smaller model, fewer "
-                          "instances, or set %s." % (max(value, 0), floor, explain, variable))
+        raise TuningError("vllm_serve_kv_cache_min_gib: the KV cache would get %d GiB, below the floor of %d GiB: %s. "
+                          "Use a smaller model, fewer instances, or set %s." % (max(value, 0), floor, explain, variable))
     return value
 
 
@@ -299,7 +299,9 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
     names = [item.get("name") or "vllm-%d" % index for index, item in enumerate(instances)]
     if len(set(names)) != len(names):
         raise TuningError("vllm_serve_instances has duplicate names: %s." % ", ".join(names))
-    sizes = [tensor_parallel_size(facts, len(instances), item.get("tensor_parallel_size")) for item in instances]
+    sizes = [tensor_parallel_size(facts, len(instances), item.get("tensor_parallel_size"),
+                                  "vllm_serve_instances[%d].tensor_parallel_size" % index)
+             for index, item in enumerate(instances)]
     if len(set(sizes)) != 1:
         raise TuningError("All instances on one host must use the same tensor_parallel_size (got %s): the host's "
                           "NUMA nodes are shared out evenly." % ", ".join(str(size) for size in sizes))

