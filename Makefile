@@ -60,7 +60,7 @@ site: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
 	$(HARNESS) wheelhouse
 	$(HARNESS) tiny-model
-	ansible-playbook -i inventories/local/hosts.yml playbooks/local_target.yml
+	ansible-playbook -i inventories/local/hosts.yml tests/playbooks/local_target.yml
 	ansible-playbook -i inventories/local/hosts.yml playbooks/site.yml
 	ansible-playbook -i inventories/local/hosts.yml playbooks/smoke.yml
 
