@@ -98,8 +98,18 @@ def test_the_floor_is_read_from_the_runtime_file(tmp_path):
         "ansible-core 2.19.14 is older than this collection's floor 2.20.0;")
     above = ansible_core_support("2.22.0", runtime_file=runtime)
     assert above["supported"] is False
-    assert above["message"].startswith("ansible-core 2.22.0 is outside this collection's supported range <2.22,>=2.20.0")
+    assert above["message"].startswith("ansible-core 2.22.0 is outside this collection's supported range >=2.20.0,<2.22 ")
+    assert ansible_core_support("2.22.0b1", runtime_file=runtime)["supported"] is False
     assert ansible_core_support("2.21.5", runtime_file=runtime)["supported"] is True
+    assert ansible_core_support("2.20.0.dev0", runtime_file=runtime)["supported"] is False
+
+
+@pytest.mark.parametrize("declared", ["'~=2.19'", "'>=2.19.*'", "'2.19'", "''"])
+def test_a_requires_ansible_it_cannot_read_is_named(tmp_path, declared):
+    runtime = tmp_path / "runtime.yml"
+    runtime.write_text("---\nrequires_ansible: %s\n" % declared)
+    with pytest.raises(AnsibleFilterError, match="requires_ansible in .*runtime.yml: cannot read"):
+        ansible_core_support("2.19.14", runtime_file=runtime)
 
 
 def test_the_collection_declares_a_floor_that_this_core_meets():
