@@ -69,8 +69,11 @@ lint: setup
 	antsibull-changelog lint
 	python3 tools/variable_reference.py --check
 
+# The pinned ansible-core (the floor, .venv), then the newest one in its own venv under .cache
+# (syntax-check and sanity; skipped with a message where no Python >= 3.12 is found).
 sanity: setup
 	python3 tests/sanity/run_sanity.py
+	python3 tests/sanity/newest_core.py
 
 unit: setup
 	pytest -q tests/unit
