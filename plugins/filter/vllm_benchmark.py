@@ -20,6 +20,13 @@ def vllm_benchmark_svg(hosts):
         raise AnsibleFilterError("vllm_benchmark_svg: malformed vllm_chat_load results: %s" % error)
 
 
+def vllm_benchmark_levels(concurrency):
+    try:
+        return vllm_load.concurrency_levels(concurrency)
+    except ValueError as error:
+        raise AnsibleFilterError("vllm_benchmark: %s" % error)
+
+
 class FilterModule:
     def filters(self):
-        return {"vllm_benchmark_svg": vllm_benchmark_svg}
+        return {"vllm_benchmark_svg": vllm_benchmark_svg, "vllm_benchmark_levels": vllm_benchmark_levels}

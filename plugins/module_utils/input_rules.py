@@ -10,7 +10,7 @@ what the collection's roles say about the host's OS (``host``), and returns Inpu
 problem. An InputError prints as one line: ``<variable>: <what is wrong> (got <value>); <what to do>``.
 
 RULES lists every rule with the variables it reads and what it demands; docs/input-rules.md is
-generated from it (tools/input_rules_table.py), so the table and the code cannot disagree.
+generated from it (tests/unit/input_rules_doc.py, make golden), so the table and the code cannot disagree.
 """
 
 from __future__ import annotations
@@ -416,11 +416,13 @@ def serve_settings(variables, **rendering):
 # vllm_benchmark and vllm_rollout
 
 def vllm_benchmark_load(variables, host):
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_load import concurrency_levels
+
     errors = []
-    levels = variables.get("vllm_benchmark_concurrency")
-    if not levels or not all(_is_int(level) and level >= 1 for level in levels):
-        errors.append(InputError("vllm_benchmark_concurrency", "must be a non-empty list of integers >= 1", levels,
-                                 "for example [1, 8]"))
+    try:
+        concurrency_levels(variables.get("vllm_benchmark_concurrency"))
+    except ValueError as error:
+        errors.append(_from_message(str(error), "vllm_benchmark_concurrency"))
     errors += _at_least(variables, "vllm_benchmark_requests", 0)
     errors += _at_least(variables, "vllm_benchmark_max_tokens", 1)
     errors += _at_least(variables, "vllm_benchmark_timeout", 1, " (seconds)")

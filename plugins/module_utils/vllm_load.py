@@ -6,6 +6,7 @@ per-level summary (requests OK, output tokens per second, TTFT/TPOT/latency perc
 
 from __future__ import annotations
 
+import json
 import math
 
 PERCENTILES = (50, 90, 99)
@@ -60,6 +61,35 @@ def summarize(concurrency, records, wall_seconds):
         for rank in PERCENTILES:
             summary["%s_p%d_ms" % (name, rank)] = _rounded(percentile(values, rank), 1)
     return summary
+
+
+def concurrency_levels(value):
+    """The concurrency levels as integers, accepting what an argument spec of `elements: int` accepts.
+
+    Integer strings count: ansible-core before 2.19 renders `["{{ n | int }}"]` as `["2"]`, and the
+    role's spec would convert that too. Anything else (booleans, fractions, levels below 1, an empty
+    or non-list value) raises ValueError with the setting's name, what it got and what to do.
+    """
+    levels = []
+    if isinstance(value, (list, tuple)) and value:
+        for level in value:
+            if isinstance(level, str) and level.strip().isascii() and level.strip().isdigit():
+                level = int(level.strip())
+            if isinstance(level, bool) or not isinstance(level, int) or level < 1:
+                break
+            levels.append(level)
+        else:
+            return levels
+    raise ValueError(
+        "vllm_benchmark_concurrency must be a non-empty list of integers >= 1 (got %s); list the requests in flight "
+        "per level, for example [1, 2, 4]" % (_as_json_like(value),))
+
+
+def _as_json_like(value):
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def levels_to_run(concurrency, requests):

@@ -59,7 +59,7 @@ APT_PACKAGES = [
     "ca-certificates",
 ]
 
-# Podman settings this kernel needs (see README "Test machine requirements"): crun refuses the
+# Podman settings this kernel needs (see CONTRIBUTING.md, "Test machine"): crun refuses the
 # cgroup v1 hybrid layout, and without CAP_SYS_RESOURCE podman's default rlimits cannot be applied.
 CONTAINERS_CONF = Path("/etc/containers/containers.conf.d/50-arm-inference-harness.conf")
 CONTAINERS_CONF_TEXT = """\
@@ -115,7 +115,7 @@ FIXTURE_REPO = "/srv/vllm-fixture.git"
 FIXTURE_SCRIPT = REPO_ROOT / "tests" / "fixtures" / "make_vllm_source_repo.py"
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # Variables that let prepare.yml run in a native test container: the machine's CA for PyPI (see
-# README, "Test machine"), the build tools build_deps publishes installed into the venv. Debian 12's
+# CONTRIBUTING.md, "Test machine"), the build tools build_deps publishes installed into the venv. Debian 12's
 # GCC 12.2 is below the floor vLLM's x86_64 backend demands; the fixture compiles with it, so the
 # floor only warns.
 PREPARE_VARIABLES = {

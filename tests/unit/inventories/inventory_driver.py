@@ -1,4 +1,4 @@
-"""Evaluate inventories/aws_ec2.yml with ansible-core's own machinery, in a process of its own.
+"""Evaluate inventories/example/aws_ec2.yml with ansible-core's own machinery, in a process of its own.
 
 Run by test_aws_ec2_inventory.py with ANSIBLE_COLLECTIONS_PATH pointing at a tree that holds this
 collection, so the FQCN filter resolves as it does for users. Reads a JSON request on stdin and

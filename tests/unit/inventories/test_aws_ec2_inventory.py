@@ -1,4 +1,4 @@
-"""inventories/aws_ec2.yml builds exactly the groups inventories/example uses.
+"""inventories/example/aws_ec2.yml builds exactly the groups inventories/example uses.
 
 Templating runs in a child process (inventory_driver.py) with the collection on
 ANSIBLE_COLLECTIONS_PATH: ansible-core's collection loader must own the ansible_collections
@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-AWS_EC2_CONFIG = REPO_ROOT / "inventories" / "aws_ec2.yml"
+AWS_EC2_CONFIG = REPO_ROOT / "inventories" / "example" / "aws_ec2.yml"
 EXAMPLE = REPO_ROOT / "inventories" / "example"
 DRIVER = Path(__file__).resolve().parent / "inventory_driver.py"
 GRAVITON_GROUPS = {"graviton2", "graviton3", "graviton4"}

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.arm_inference.vllm.plugins.filter.platform import FilterModule, platform_support
+from ansible_collections.arm_inference.vllm.plugins.filter.platform import FilterModule, ansible_core_support, platform_support
 
 
 def facts(distribution, major, architecture="aarch64", version=None):
@@ -69,3 +69,64 @@ def test_missing_facts_raise_a_clear_filter_error(bad):
 
 def test_filter_is_registered():
     assert FilterModule().filters()["platform_support"] is platform_support
+
+
+CORE = FilterModule().filters()["ansible_core_support"]
+
+
+@pytest.mark.parametrize("version", ["2.14.18", "2.16.3", "2.18.19", "2.19.0rc1"])
+def test_a_core_below_the_floor_is_refused_with_one_line(version):
+    result = CORE(version)
+    assert result["supported"] is False
+    assert result["floor"] == "2.19.0"
+    assert result["message"] == (
+        "ansible-core %s is older than this collection's floor 2.19.0; install ansible-core 2.19.0 or newer "
+        "(pip install --upgrade 'ansible-core>=2.19.0') and run again" % version)
+
+
+@pytest.mark.parametrize("version", ["2.19.0", "2.19.14", "2.20.10", "2.21.5"])
+def test_cores_from_the_floor_on_are_supported(version):
+    result = CORE(version)
+    assert result["supported"] is True
+    assert result["message"] == ""
+
+
+def test_the_floor_is_read_from_the_runtime_file(tmp_path):
+    runtime = tmp_path / "runtime.yml"
+    runtime.write_text('---\nrequires_ansible: ">=2.20.0,<2.22"\n')
+    assert ansible_core_support("2.19.14", runtime_file=runtime)["message"].startswith(
+        "ansible-core 2.19.14 is older than this collection's floor 2.20.0;")
+    above = ansible_core_support("2.22.0", runtime_file=runtime)
+    assert above["supported"] is False
+    assert above["message"].startswith("ansible-core 2.22.0 is outside this collection's supported range >=2.20.0,<2.22 ")
+    assert ansible_core_support("2.22.0b1", runtime_file=runtime)["supported"] is False
+    assert ansible_core_support("2.21.5", runtime_file=runtime)["supported"] is True
+    assert ansible_core_support("2.20.0.dev0", runtime_file=runtime)["supported"] is False
+
+
+@pytest.mark.parametrize("declared", ["'~=2.19'", "'>=2.19.*'", "'2.19'", "''"])
+def test_a_requires_ansible_it_cannot_read_is_named(tmp_path, declared):
+    runtime = tmp_path / "runtime.yml"
+    runtime.write_text("---\nrequires_ansible: %s\n" % declared)
+    with pytest.raises(AnsibleFilterError, match="requires_ansible in .*runtime.yml: cannot read"):
+        ansible_core_support("2.19.14", runtime_file=runtime)
+
+
+def test_the_collection_declares_a_floor_that_this_core_meets():
+    from ansible.release import __version__
+    assert CORE(__version__)["supported"] is True
+
+
+@pytest.mark.parametrize("value", ["", "latest", None])
+def test_a_value_that_is_no_version_is_named(value):
+    with pytest.raises(AnsibleFilterError, match="not an ansible-core version"):
+        CORE(value)
+
+
+def test_every_role_platform_check_stops_on_an_old_core(monkeypatch):
+    import ansible_collections.arm_inference.vllm.plugins.filter.platform as platform_filters
+    monkeypatch.setattr(platform_filters, "ANSIBLE_CORE_VERSION", "2.17.4")
+    result = platform_support(facts("Debian", "12"))
+    assert result["supported"] is False
+    assert result["os_supported"] and result["architecture_supported"]
+    assert result["message"].startswith("ansible-core 2.17.4 is older than this collection's floor 2.19.0;")

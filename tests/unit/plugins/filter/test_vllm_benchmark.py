@@ -30,3 +30,23 @@ def test_a_single_level_gives_an_empty_string():
 def test_malformed_input_is_named(value, message):
     with pytest.raises(AnsibleFilterError, match=message):
         SVG(value)
+
+
+LEVELS = FilterModule().filters()["vllm_benchmark_levels"]
+
+
+@pytest.mark.parametrize("value,expected", [([8], [8]), ([1, 2, 4], [1, 2, 4]), (["2"], [2]), ((16,), [16])])
+def test_levels_are_integers_in_order(value, expected):
+    assert LEVELS(value) == expected
+
+
+@pytest.mark.parametrize("value,got", [
+    ([4, 0], "[4, 0]"), ([], "[]"), ([True], "[true]"), ([2.5], "[2.5]"), (["two"], '["two"]'), (["-1"], '["-1"]'),
+    (["\u00b2"], '["\\u00b2"]'), (8, "8"), (None, "null"),
+])
+def test_bad_levels_fail_naming_the_variable_and_the_value(value, got):
+    with pytest.raises(AnsibleFilterError) as error:
+        LEVELS(value)
+    message = str(error.value)
+    assert message.startswith("vllm_benchmark: vllm_benchmark_concurrency must be a non-empty list of integers >= 1")
+    assert "(got %s)" % got in message
