@@ -255,13 +255,21 @@ def _cpu_name(facts):
     return cpu.get("model_name") or cpu.get("microarchitecture") or "CPU (unknown model)"
 
 
+# What vLLM's aarch64 CPU build adds to -march=armv8.2-a+dotprod+fp16 when the build host's
+# /proc/cpuinfo lists it (cmake/cpu_extension.cmake, vLLM 0.32/0.33: +bf16, then +i8mm), each also
+# compiling kernels only built with it (ARM_BF16_SUPPORT, ARM_I8MM_SUPPORT). There is no runtime
+# dispatch on Arm, so each one splits the hosts that may share a wheel. SVE is not compiled for.
+AARCH64_OPTIONAL_FEATURES = ("bf16", "i8mm")
+
+
 def build_class(facts):
     """Which hosts may share one compiled vLLM wheel.
 
     vLLM's CPU build (cmake/cpu_extension.cmake) reads /proc/cpuinfo on the build host: on aarch64 it
-    compiles with -march=armv8.2-a+dotprod+fp16, adding +bf16 only when the CPU has bf16, so a wheel
-    from a bf16 host would hit illegal instructions on Neoverse-N1. On x86_64 it keys on AVX-512,
-    AVX512-BF16, AVX512-VNNI and AMX. The class lists exactly the features that change the code.
+    compiles with -march=armv8.2-a+dotprod+fp16, adding +bf16 and +i8mm when the CPU has them, so a
+    wheel from a Neoverse-V1/V2 host would hit illegal instructions on Neoverse-N1. On x86_64 it keys
+    on AVX-512, AVX512-BF16, AVX512-VNNI and AMX. The class lists exactly the features that change the
+    code.
     """
     arch = facts["architecture"]
     flags = facts["cpu"]["flags"]
@@ -270,7 +278,7 @@ def build_class(facts):
     if arch == "aarch64":
         if not (flags.get("asimd") and flags.get("asimddp") and flags.get("asimdhp")):
             return "aarch64-unsupported-no-dotprod-fp16"
-        return "aarch64-dotprod-fp16-bf16" if flags.get("bf16") else "aarch64-dotprod-fp16"
+        return "-".join(["aarch64-dotprod-fp16"] + [name for name in AARCH64_OPTIONAL_FEATURES if flags.get(name)])
     if arch == "x86_64":
         parts = [name for name in ("avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16") if flags.get(name)]
         if not parts:

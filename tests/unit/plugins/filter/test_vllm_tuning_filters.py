@@ -26,7 +26,7 @@ def test_every_filter_has_a_documentation_file():
 
 
 def test_filters_compute_from_host_facts(gh200):
-    assert FILTERS["vllm_build_class"](gh200) == "aarch64-dotprod-fp16-bf16"
+    assert FILTERS["vllm_build_class"](gh200) == "aarch64-dotprod-fp16-bf16-i8mm"
     assert FILTERS["vllm_tensor_parallel_size"](gh200) == 1
     assert FILTERS["vllm_dtype"](gh200) == "bfloat16"
     assert FILTERS["vllm_fpmath_mode"](gh200) == "BF16"
