@@ -223,6 +223,60 @@ def max_jobs(facts, gib_per_job=2, override=None, variable="vllm_build_max_jobs"
     return max(1, min(facts["cpus"]["usable_count"], by_memory))
 
 
+# OpenMP variables that GNU nproc honours: OMP_NUM_THREADS replaces the CPU count, OMP_THREAD_LIMIT caps it.
+OMP_COUNT_VARIABLES = ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")
+
+
+def _omp_count(value):
+    """An OpenMP thread count as nproc reads it: the first number of a list such as '8,4'; None when unset or 0."""
+    text = str(value if value is not None else "").strip().split(",")[0].strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def nproc(usable_cpus, environment):
+    """What GNU nproc prints in environment: OMP_NUM_THREADS instead of the usable CPUs when set, capped by
+    OMP_THREAD_LIMIT (coreutils' nproc.c)."""
+    wanted = _omp_count(environment.get("OMP_NUM_THREADS"))
+    limit = _omp_count(environment.get("OMP_THREAD_LIMIT"))
+    count = wanted if wanted else usable_cpus
+    return min(count, limit) if limit else count
+
+
+def acl_build_jobs(facts, build_jobs, gib_per_job=2, environment=None, variable="vllm_build_environment",
+                   per_job_variable="vllm_build_gib_per_job"):
+    """The Arm Compute Library step of vLLM's aarch64 build: its compile jobs, and the environment that caps them.
+
+    vLLM's cmake/cpu_extension.cmake (0.32/0.33) builds ACL with `cmake --build -j${NPROC}` where NPROC
+    comes from CMake's ProcessorCount, i.e. `nproc`: MAX_JOBS never reaches it, so a host sized for
+    MAX_JOBS compiles would run one ACL job per CPU and can be OOM-killed. nproc honours
+    OMP_THREAD_LIMIT, so the role sets it to MAX_JOBS for the build; the user's environment
+    (vllm_build_environment, applied after it) may change that, and is then checked against memory.
+    Returns {"jobs": ACL compile jobs, "environment": what the role adds}; jobs is None off aarch64.
+    """
+    if not isinstance(environment or {}, dict):
+        raise TuningError("%s must be a mapping of environment variables, got %r." % (variable, environment))
+    user = dict(environment or {})
+    if facts["architecture"] != "aarch64":
+        return {"jobs": None, "environment": {}}
+    jobs = _positive_int(build_jobs, "MAX_JOBS")
+    added = {"OMP_THREAD_LIMIT": str(jobs)}
+    acl_jobs = nproc(facts["cpus"]["usable_count"], dict(added, **{key: str(value) for key, value in user.items()}))
+    set_by_user = dict((name, user[name]) for name in OMP_COUNT_VARIABLES if name in user)
+    memory = facts["memory"]["available_mib"] or facts["memory"]["total_mib"]
+    per_job = _number(gib_per_job, per_job_variable, minimum=0.25)
+    if set_by_user and memory and acl_jobs > jobs:
+        fitting = max(1, int(memory / float(GIB_MIB) // per_job))
+        if acl_jobs * per_job > memory / float(GIB_MIB):
+            raise TuningError(
+                "%s: %s makes the Arm Compute Library step of vLLM's build run %d compile jobs (it follows nproc, not "
+                "MAX_JOBS), %.0f GiB at %s GiB each, but the host has %.1f GiB available (got %s); remove them from %s "
+                "or set OMP_THREAD_LIMIT to %d or less" % (
+                    variable, " and ".join(sorted(set_by_user)), acl_jobs, acl_jobs * per_job, per_job,
+                    memory / float(GIB_MIB), ", ".join("%s=%s" % item for item in sorted(set_by_user.items())),
+                    variable, fitting))
+    return {"jobs": acl_jobs, "environment": added}
+
+
 def dtype(facts, override=None, variable="vllm_serve_dtype"):
     """bfloat16 where the CPU has bf16 (vLLM's recommended CPU dtype), float32 where it does not."""
     if override in (None, ""):
