@@ -229,7 +229,7 @@ OMP_COUNT_VARIABLES = ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")
 
 def _omp_count(value):
     """An OpenMP thread count as nproc reads it: the first number of a list such as '8,4'; None when unset or 0."""
-    text = str(value if value is not None else "").strip().split(",")[0].strip()
+    text = str(value if value is not None else "").partition(",")[0].strip()
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 

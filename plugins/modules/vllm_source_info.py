@@ -17,8 +17,8 @@ description:
   - Reports the Rust toolchain the tree pins for vLLM's optional Rust extensions (vLLM >= 0.22).
   - Each requirement file is fingerprinted together with every file it includes (C(-r), C(-c)), so a
     pin changed anywhere gives a new build identity.
-  - Reads what the tree asks for on this host (its machine, from the environment markers of the
-    requirement lines): the torch version it pins, and the package index that version is published
+  - Reads what the tree asks for on this host, by its machine and the environment markers of the
+    requirement lines - the torch version it pins, and the package index that version is published
     on (a C(+cpu) build such as C(2.13.0+cpu) exists only on PyTorch's own CPU index).
   - Reads an sdist's C(PKG-INFO) (the version setuptools-scm builds) and the Python versions the tree
     supports (C(Requires-Python), or C(requires-python) in C(pyproject.toml)).
