@@ -43,14 +43,18 @@ def module_call(**params):
     return types.SimpleNamespace(params=dict(defaults, **params), check_mode=False)
 
 
-@pytest.fixture(scope="module", params=sorted(SDISTS))
-def sdist(request):
-    version = request.param
+@pytest.fixture(scope="module")
+def fetched():
+    """Each pinned sdist, looked up, downloaded (once per machine) and unpacked as the role does it."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    result = vllm_source_archive.run(module_call(
+    return dict((version, vllm_source_archive.run(module_call(
         sdist_name="vllm", sdist_version=version, sha256=SDISTS[version]["sha256"], index_url=PYPI,
-        download_dir=str(CACHE), dest=str(CACHE / ("vllm-%s" % version))))
-    return version, result
+        download_dir=str(CACHE), dest=str(CACHE / ("vllm-%s" % version))))) for version in sorted(SDISTS))
+
+
+@pytest.fixture(params=sorted(SDISTS))
+def sdist(request, fetched):
+    return request.param, fetched[request.param]
 
 
 def test_the_sdist_comes_from_pypi_with_its_published_sha256(sdist):
@@ -92,12 +96,10 @@ def test_the_torch_pin_and_the_index_it_needs(sdist, machine, local):
     assert torch["files"] == ["requirements/build/cpu.txt", "requirements/cpu.txt"]
 
 
-def test_the_two_releases_have_different_identities_and_each_a_stable_one():
+def test_the_two_releases_have_different_identities_and_each_a_stable_one(fetched):
     identities = {}
-    for version in sorted(SDISTS):
+    for version in sorted(fetched):
         tree = str(CACHE / ("vllm-%s" % version))
-        if not (CACHE / ("vllm-%s" % version) / "PKG-INFO").is_file():
-            pytest.fail("the sdist fixture did not unpack vllm-%s before this test" % version)
         digests = [vllm_build.describe_source(tree, "aarch64")["requirements_sha256"] for dummy in range(2)]
         assert digests[0] == digests[1]
         identities[version] = vllm_build.build_identity({"method": "sdist", "sha256": SDISTS[version]["sha256"],
