@@ -328,3 +328,11 @@ def test_requires_python(specifiers, python, expected):
 def test_an_unreadable_requires_python_is_an_error():
     with pytest.raises(BuildError, match="Requires-Python specifier 'python3'"):
         vllm_build.python_supported(">=3.9, python3", "3.11")
+
+
+def test_requirement_lines_are_read_as_pip_reads_them(new_layout):
+    write(new_layout, "requirements/cpu.txt", "--extra-index-url https://example.org/simple\n# torch==1.0\n"
+          "torch==2.13.0+cpu \\\n    ; platform_machine == 'aarch64'  # the CPU build\nregex >= 2024\n")
+    assert vllm_build.requirement_entries(str(new_layout), "requirements/cpu.txt") == [
+        ("requirements/cpu.txt", "torch", "==2.13.0+cpu", "platform_machine == 'aarch64'"),
+        ("requirements/cpu.txt", "regex", ">= 2024", "")]
