@@ -44,6 +44,10 @@ def vllm_max_jobs(host, gib_per_job=2, override=None):
     return vllm_tuning.max_jobs(host, gib_per_job, override)
 
 
+def vllm_acl_build_jobs(host, build_jobs, gib_per_job=2, environment=None):
+    return vllm_tuning.acl_build_jobs(host, build_jobs, gib_per_job, environment)
+
+
 def vllm_dtype(host, override=None):
     return vllm_tuning.dtype(host, override)
 
@@ -58,6 +62,6 @@ def vllm_build_class(host):
 
 class FilterModule:
     def filters(self):
-        functions = (vllm_serve_profile, vllm_tensor_parallel_size, vllm_max_jobs, vllm_dtype, vllm_fpmath_mode,
-                     vllm_build_class)
+        functions = (vllm_serve_profile, vllm_tensor_parallel_size, vllm_max_jobs, vllm_acl_build_jobs, vllm_dtype,
+                     vllm_fpmath_mode, vllm_build_class)
         return dict((function.__name__, _wrap(function)) for function in functions)

@@ -315,7 +315,10 @@ def vllm_build_host(variables, host):
                                  "remove the host from vllm_hosts: vLLM's aarch64 CPU backend compiles with "
                                  "-march=armv8.2-a+dotprod+fp16"))
     try:
-        vllm_tuning.max_jobs(facts, variables.get("vllm_build_gib_per_job"), variables.get("vllm_build_max_jobs"))
+        jobs = vllm_tuning.max_jobs(facts, variables.get("vllm_build_gib_per_job"), variables.get("vllm_build_max_jobs"))
+        # The Arm Compute Library step follows nproc, not MAX_JOBS: the environment must not lift its cap.
+        vllm_tuning.acl_build_jobs(facts, jobs, variables.get("vllm_build_gib_per_job"),
+                                   variables.get("vllm_build_environment"))
     except vllm_tuning.TuningError as error:
         errors.append(_from_message(str(error), "vllm_build_max_jobs"))
     available = (facts.get("memory") or {}).get("available_mib") or 0
@@ -500,10 +503,11 @@ RULES = {
          "vllm_build_min_free_disk_gib", ">= 1 release, >= 60 s, >= 1 s, >= 0 GiB"),
         (vllm_build_lists, "vllm_build_environment, vllm_build_smoke_modules, vllm_build_remove_packages",
          "variable names without control characters, module names, distribution names"),
-        (vllm_build_host, "vllm_build_max_jobs, vllm_build_gib_per_job, vllm_build_min_free_disk_gib, "
-         "vllm_build_root, vllm_build_rollback",
-         "the CPU has dotprod and fp16; one compile job fits in available memory; the disk under the build root "
-         "has the free space"),
+        (vllm_build_host, "vllm_build_max_jobs, vllm_build_gib_per_job, vllm_build_environment, "
+         "vllm_build_min_free_disk_gib, vllm_build_root, vllm_build_rollback",
+         "the CPU has dotprod and fp16; one compile job fits in available memory, and so does the Arm Compute "
+         "Library step (its jobs follow OMP_THREAD_LIMIT/OMP_NUM_THREADS in vllm_build_environment); the disk under "
+         "the build root has the free space"),
     ],
     "vllm_serve": [
         (vllm_serve_service, "vllm_serve_user, vllm_serve_group, vllm_serve_restart_sec, "

@@ -14,11 +14,15 @@ import hashlib
 import json
 import os
 import re
+from email.parser import HeaderParser
 
 # vLLM renamed its CPU build requirements in late 2025 (requirements/cpu-build.txt ->
 # requirements/build/cpu.txt); a pinned tree has exactly one of them. Newest layout first.
 BUILD_REQUIREMENT_CANDIDATES = ("requirements/build/cpu.txt", "requirements/cpu-build.txt")
 RUNTIME_REQUIREMENT_CANDIDATES = ("requirements/cpu.txt",)
+# Trees with Rust extensions (vLLM 0.32/0.33) list what setuptools-rust needs apart; vLLM's own
+# images install it for their Rust stage, the role when it builds the Rust extensions.
+RUST_REQUIREMENT_CANDIDATES = ("requirements/build/rust.txt",)
 METHODS = ("git", "archive", "sdist", "wheel")
 
 _INCLUDE = re.compile(r"^\s*(?:-r|--requirement|-c|--constraint)(?:\s+|=)(\S+)")
@@ -32,15 +36,18 @@ class BuildError(Exception):
 
 
 def discover_requirements(root):
-    """The build and runtime requirement files a vLLM source tree really has, relative to root."""
+    """The requirement files a vLLM source tree really has, relative to root: build and runtime
+    (required), and rust when the tree has the Rust extensions' own file."""
     found = {}
-    for kind, candidates in (("build", BUILD_REQUIREMENT_CANDIDATES), ("runtime", RUNTIME_REQUIREMENT_CANDIDATES)):
+    for kind, candidates in (("build", BUILD_REQUIREMENT_CANDIDATES), ("runtime", RUNTIME_REQUIREMENT_CANDIDATES),
+                             ("rust", RUST_REQUIREMENT_CANDIDATES)):
         present = [name for name in candidates if os.path.isfile(os.path.join(root, name))]
-        if not present:
+        if present:
+            found[kind] = present[0]
+        elif kind != "rust":
             raise BuildError(
                 "The source tree %s has no %s requirement file (looked for %s). Is it a vLLM source tree of a "
                 "version with a CPU backend?" % (root, kind, ", ".join(candidates)))
-        found[kind] = present[0]
     return found
 
 
@@ -94,6 +101,237 @@ def rust_toolchain(root):
             raise BuildError("%s in the vLLM tree names the Rust channel %r, which is not a toolchain name." % (name, found.group(1)))
         return found.group(1)
     return None
+
+
+# PyTorch publishes builds with a local version label (2.13.0+cpu, 2.13.0+cu128) only on its own
+# index, one per label; PyPI has none of them.
+PYTORCH_INDEX_BASE = "https://download.pytorch.org/whl/"
+_REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)$")
+_EXACT_PIN = re.compile(r"^===?\s*([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+_MARKER_TOKEN = re.compile(r"""\s*(\(|\)|===|==|!=|<=|>=|~=|<|>|not\s+in\b|in\b|and\b|or\b|"[^"]*"|'[^']*'|[A-Za-z_][A-Za-z0-9_.]*)""")
+_VERSION_MARKERS = ("python_version", "python_full_version")
+
+
+def requirement_entries(root, relative):
+    """(file, name, specifier, marker) of every requirement line in a file and its includes, in reading order.
+
+    Comments, pip options and continuation lines are handled as pip does; a URL requirement
+    (name @ url) keeps its URL as the specifier.
+    """
+    entries = []
+    for name in requirement_files(root, relative):
+        with open(os.path.join(root, name), encoding="utf-8") as handle:
+            text = re.sub(r"\\\n", " ", handle.read())
+        for line in text.splitlines():
+            line = re.sub(r"(^|\s)#.*$", "", line).strip()
+            if not line or line.startswith("-"):
+                continue
+            requirement, dummy, marker = line.partition(";")
+            match = _REQUIREMENT.match(requirement.strip())
+            if match:
+                entries.append((name, match.group(1), match.group(2).strip(), marker.strip()))
+    return entries
+
+
+def _version_key(text):
+    parts = []
+    for part in str(text).split("."):
+        number = re.match(r"\d+", part)
+        parts.append(int(number.group(0)) if number else 0)
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+def _compare(left, operator, right, as_version):
+    if operator in ("in", "not in"):
+        return (left in right) == (operator == "in")
+    if operator == "===":
+        return left == right
+    if as_version:
+        left, right = _version_key(left), _version_key(right)
+    results = {"==": left == right, "!=": left != right, "<": left < right, "<=": left <= right,
+               ">": left > right, ">=": left >= right}
+    if operator not in results:
+        raise BuildError("The environment marker operator %s is not supported here." % operator)
+    return results[operator]
+
+
+def marker_applies(marker, environment):
+    """Whether a PEP 508 environment marker holds in environment (a dict of marker variables).
+
+    A marker naming a variable that environment lacks is an error, never a guess.
+    """
+    if not marker.strip():
+        return True
+    tokens = []
+    position = 0
+    while position < len(marker):
+        match = _MARKER_TOKEN.match(marker, position)
+        if not match:
+            if not marker[position:].strip():
+                break
+            raise BuildError("Cannot read the environment marker %r." % marker)
+        tokens.append(re.sub(r"\s+", " ", match.group(1)))
+        position = match.end()
+
+    def value(index):
+        token = tokens[index]
+        if token[0] in "\"'":
+            return token[1:-1], False, index + 1
+        if token not in environment:
+            raise BuildError("The environment marker %r uses %s, which is not known for the build host." % (marker, token))
+        return str(environment[token]), token in _VERSION_MARKERS, index + 1
+
+    def atom(index):
+        if tokens[index] == "(":
+            result, index = either(index + 1)
+            if index >= len(tokens) or tokens[index] != ")":
+                raise BuildError("Unbalanced parentheses in the environment marker %r." % marker)
+            return result, index + 1
+        left, left_version, index = value(index)
+        operator = tokens[index]
+        right, right_version, index = value(index + 1)
+        return _compare(left, operator, right, left_version or right_version), index
+
+    def both(index):
+        result, index = atom(index)
+        while index < len(tokens) and tokens[index] == "and":
+            other, index = atom(index + 1)
+            result = result and other
+        return result, index
+
+    def either(index):
+        result, index = both(index)
+        while index < len(tokens) and tokens[index] == "or":
+            other, index = both(index + 1)
+            result = result or other
+        return result, index
+
+    try:
+        result, end = either(0)
+    except IndexError:
+        raise BuildError("The environment marker %r ends too early." % marker)
+    if end != len(tokens):
+        raise BuildError("Cannot read the environment marker %r after %r." % (marker, tokens[end - 1]))
+    return result
+
+
+def host_marker_environment(machine, python=None):
+    """PEP 508 marker variables of a Linux build host (python_version only when known)."""
+    environment = {"platform_machine": machine, "platform_system": "Linux", "sys_platform": "linux",
+                   "os_name": "posix", "platform_python_implementation": "CPython", "implementation_name": "cpython"}
+    if python:
+        environment["python_version"] = ".".join(str(python).split(".")[:2])
+        environment["python_full_version"] = str(python)
+    return environment
+
+
+def torch_index(version):
+    """The package index a torch version is published on: PyTorch's index of its local label, or None (PyPI)."""
+    label = str(version).partition("+")[2]
+    return PYTORCH_INDEX_BASE + label if label else None
+
+
+def torch_requirement(root, relatives, machine, python=None):
+    """The torch the tree's requirement files ask for on a build host, or None when they name none.
+
+    Returns requirement (the line as written, without its marker), version (when pinned exactly),
+    index (where that version is published: PyTorch's CPU index for 2.13.0+cpu, None for PyPI) and
+    files. Files that pin different versions for the same host are refused.
+    """
+    environment = host_marker_environment(machine, python)
+    found = []
+    for relative in relatives:
+        for name, project, specifier, marker in requirement_entries(root, relative):
+            if project.lower() == "torch" and marker_applies(marker, environment):
+                found.append((name, specifier))
+    if not found:
+        return None
+    specifiers = sorted(set(specifier for dummy, specifier in found))
+    if len(specifiers) > 1:
+        raise BuildError("The source tree's requirement files ask for different torch versions on %s: %s." % (
+            machine, "; ".join("%s in %s" % (specifier or "any", name) for name, specifier in found)))
+    pinned = _EXACT_PIN.match(specifiers[0])
+    version = pinned.group(1) if pinned else None
+    files = []
+    for name, dummy in found:
+        if name not in files:
+            files.append(name)
+    return {"requirement": ("torch" + specifiers[0]).replace(" ", ""), "version": version,
+            "index": torch_index(version) if version else None, "files": files}
+
+
+def read_pkg_info(root):
+    """Name, Version and Requires-Python of a tree's PKG-INFO (an sdist's), or None when it has none."""
+    path = os.path.join(root, "PKG-INFO")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        headers = HeaderParser().parsestr(handle.read())
+    if not headers.get("Version"):
+        raise BuildError("%s has no Version field; it is not an sdist's metadata." % path)
+    return {"name": headers.get("Name"), "version": headers.get("Version").strip(),
+            "requires_python": (headers.get("Requires-Python") or "").strip() or None}
+
+
+def requires_python(root):
+    """The Python versions a tree supports: PKG-INFO's Requires-Python, else pyproject.toml's requires-python."""
+    info = read_pkg_info(root)
+    if info is not None:
+        return info["requires_python"]
+    path = os.path.join(root, "pyproject.toml")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as handle:
+            found = re.search(r"""^requires-python\s*=\s*["']([^"']+)["']""", handle.read(), re.M)
+        if found:
+            return found.group(1).strip()
+    return None
+
+
+def python_supported(specifiers, python):
+    """Whether a Python version (3.11 or 3.11.4) meets a Requires-Python such as >=3.11,<3.15."""
+    if not specifiers:
+        return True
+    for specifier in str(specifiers).split(","):
+        match = re.match(r"^\s*(===|==|!=|<=|>=|~=|<|>)\s*([0-9][0-9.*]*)\s*$", specifier)
+        if not match:
+            raise BuildError("Cannot read the Requires-Python specifier %r." % specifier.strip())
+        operator, wanted = match.groups()
+        if wanted.endswith(".*"):
+            prefix = _version_key(wanted[:-2])
+            matches = _version_key(python)[:len(prefix)] == prefix
+            if matches != (operator == "=="):
+                return False
+        elif operator == "~=":
+            floor = _version_key(wanted)
+            if _version_key(python) < floor or _version_key(python)[:len(floor) - 1] != floor[:-1]:
+                return False
+        elif not _compare(python, operator, wanted, True):
+            return False
+    return True
+
+
+def describe_source(root, machine, python=None):
+    """What the vllm_source_info module reports about a source tree (see its RETURN documentation)."""
+    found = discover_requirements(root)
+    files = []
+    for relative in found.values():
+        files.extend(name for name in requirement_files(root, relative) if name not in files)
+    info = read_pkg_info(root)
+    supported = requires_python(root)
+    return {
+        "build_requirements": found["build"],
+        "runtime_requirements": found["runtime"],
+        "rust_requirements": found.get("rust"),
+        "requirement_files": files,
+        "requirements_sha256": {kind: requirements_digest(root, relative) for kind, relative in found.items()},
+        "rust_toolchain": rust_toolchain(root),
+        "torch": torch_requirement(root, [found["build"], found["runtime"]], machine, python),
+        "version": info["version"] if info else None,
+        "requires_python": supported,
+        "python_supported": python_supported(supported, python) if python else None,
+    }
 
 
 def requirements_digest(root, relative):

@@ -223,6 +223,60 @@ def max_jobs(facts, gib_per_job=2, override=None, variable="vllm_build_max_jobs"
     return max(1, min(facts["cpus"]["usable_count"], by_memory))
 
 
+# OpenMP variables that GNU nproc honours: OMP_NUM_THREADS replaces the CPU count, OMP_THREAD_LIMIT caps it.
+OMP_COUNT_VARIABLES = ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")
+
+
+def _omp_count(value):
+    """An OpenMP thread count as nproc reads it: the first number of a list such as '8,4'; None when unset or 0."""
+    text = str(value if value is not None else "").partition(",")[0].strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def nproc(usable_cpus, environment):
+    """What GNU nproc prints in environment: OMP_NUM_THREADS instead of the usable CPUs when set, capped by
+    OMP_THREAD_LIMIT (coreutils' nproc.c)."""
+    wanted = _omp_count(environment.get("OMP_NUM_THREADS"))
+    limit = _omp_count(environment.get("OMP_THREAD_LIMIT"))
+    count = wanted if wanted else usable_cpus
+    return min(count, limit) if limit else count
+
+
+def acl_build_jobs(facts, build_jobs, gib_per_job=2, environment=None, variable="vllm_build_environment",
+                   per_job_variable="vllm_build_gib_per_job"):
+    """The Arm Compute Library step of vLLM's aarch64 build: its compile jobs, and the environment that caps them.
+
+    vLLM's cmake/cpu_extension.cmake (0.32/0.33) builds ACL with `cmake --build -j${NPROC}` where NPROC
+    comes from CMake's ProcessorCount, i.e. `nproc`: MAX_JOBS never reaches it, so a host sized for
+    MAX_JOBS compiles would run one ACL job per CPU and can be OOM-killed. nproc honours
+    OMP_THREAD_LIMIT, so the role sets it to MAX_JOBS for the build; the user's environment
+    (vllm_build_environment, applied after it) may change that, and is then checked against memory.
+    Returns {"jobs": ACL compile jobs, "environment": what the role adds}; jobs is None off aarch64.
+    """
+    if not isinstance(environment or {}, dict):
+        raise TuningError("%s must be a mapping of environment variables, got %r." % (variable, environment))
+    user = dict(environment or {})
+    if facts["architecture"] != "aarch64":
+        return {"jobs": None, "environment": {}}
+    jobs = _positive_int(build_jobs, "MAX_JOBS")
+    added = {"OMP_THREAD_LIMIT": str(jobs)}
+    acl_jobs = nproc(facts["cpus"]["usable_count"], dict(added, **{key: str(value) for key, value in user.items()}))
+    set_by_user = dict((name, user[name]) for name in OMP_COUNT_VARIABLES if name in user)
+    memory = facts["memory"]["available_mib"] or facts["memory"]["total_mib"]
+    per_job = _number(gib_per_job, per_job_variable, minimum=0.25)
+    if set_by_user and memory and acl_jobs > jobs:
+        fitting = max(1, int(memory / float(GIB_MIB) // per_job))
+        if acl_jobs * per_job > memory / float(GIB_MIB):
+            raise TuningError(
+                "%s: %s makes the Arm Compute Library step of vLLM's build run %d compile jobs (it follows nproc, not "
+                "MAX_JOBS), %.0f GiB at %s GiB each, but the host has %.1f GiB available (got %s); remove them from %s "
+                "or set OMP_THREAD_LIMIT to %d or less" % (
+                    variable, " and ".join(sorted(set_by_user)), acl_jobs, acl_jobs * per_job, per_job,
+                    memory / float(GIB_MIB), ", ".join("%s=%s" % item for item in sorted(set_by_user.items())),
+                    variable, fitting))
+    return {"jobs": acl_jobs, "environment": added}
+
+
 def dtype(facts, override=None, variable="vllm_serve_dtype"):
     """bfloat16 where the CPU has bf16 (vLLM's recommended CPU dtype), float32 where it does not."""
     if override in (None, ""):
@@ -255,13 +309,21 @@ def _cpu_name(facts):
     return cpu.get("model_name") or cpu.get("microarchitecture") or "CPU (unknown model)"
 
 
+# What vLLM's aarch64 CPU build adds to -march=armv8.2-a+dotprod+fp16 when the build host's
+# /proc/cpuinfo lists it (cmake/cpu_extension.cmake, vLLM 0.32/0.33: +bf16, then +i8mm), each also
+# compiling kernels only built with it (ARM_BF16_SUPPORT, ARM_I8MM_SUPPORT). There is no runtime
+# dispatch on Arm, so each one splits the hosts that may share a wheel. SVE is not compiled for.
+AARCH64_OPTIONAL_FEATURES = ("bf16", "i8mm")
+
+
 def build_class(facts):
     """Which hosts may share one compiled vLLM wheel.
 
     vLLM's CPU build (cmake/cpu_extension.cmake) reads /proc/cpuinfo on the build host: on aarch64 it
-    compiles with -march=armv8.2-a+dotprod+fp16, adding +bf16 only when the CPU has bf16, so a wheel
-    from a bf16 host would hit illegal instructions on Neoverse-N1. On x86_64 it keys on AVX-512,
-    AVX512-BF16, AVX512-VNNI and AMX. The class lists exactly the features that change the code.
+    compiles with -march=armv8.2-a+dotprod+fp16, adding +bf16 and +i8mm when the CPU has them, so a
+    wheel from a Neoverse-V1/V2 host would hit illegal instructions on Neoverse-N1. On x86_64 it keys
+    on AVX-512, AVX512-BF16, AVX512-VNNI and AMX. The class lists exactly the features that change the
+    code.
     """
     arch = facts["architecture"]
     flags = facts["cpu"]["flags"]
@@ -270,7 +332,7 @@ def build_class(facts):
     if arch == "aarch64":
         if not (flags.get("asimd") and flags.get("asimddp") and flags.get("asimdhp")):
             return "aarch64-unsupported-no-dotprod-fp16"
-        return "aarch64-dotprod-fp16-bf16" if flags.get("bf16") else "aarch64-dotprod-fp16"
+        return "-".join(["aarch64-dotprod-fp16"] + [name for name in AARCH64_OPTIONAL_FEATURES if flags.get(name)])
     if arch == "x86_64":
         parts = [name for name in ("avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16") if flags.get(name)]
         if not parts:

@@ -135,9 +135,9 @@ ansible_facts:
         build_class:
           description: >-
             Which hosts may share one compiled vLLM wheel: the ISA extensions vLLM's CPU build compiles in,
-            for example C(aarch64-dotprod-fp16-bf16) or C(aarch64-dotprod-fp16) (Neoverse-N1).
+            for example C(aarch64-dotprod-fp16-bf16-i8mm) or C(aarch64-dotprod-fp16) (Neoverse-N1).
           type: str
-          sample: aarch64-dotprod-fp16-bf16
+          sample: aarch64-dotprod-fp16-bf16-i8mm
         build_max_jobs:
           description: MAX_JOBS for a vLLM compile on this host.
           type: int

@@ -5,7 +5,7 @@ one's wheel; a wheel never crosses classes. The fixture vLLM tree is compiled
 (tests/fixtures/vllm_source/README.md says what it stands in for).
 
 The classes come from /proc/cpuinfo, replaced in each container by a file: on aarch64 the published
-dumps of a Graviton2 (Neoverse-N1: dotprod and fp16, no bf16) and a Graviton4 (bf16), the pair whose
+dumps of a Graviton2 (Neoverse-N1: dotprod and fp16, no bf16 or i8mm) and a Graviton4 (bf16 and i8mm), the pair whose
 shared wheel would crash with illegal instructions; on x86_64 this machine's own cpuinfo, and a copy
 without AVX2/AVX-512 for the other class."""
 
@@ -43,7 +43,7 @@ def fleet_cpuinfo(directory):
     if BUILD_ARCH == "arm64":
         # The bf16 wheel is the dangerous one: offered to a Neoverse-N1 host, it must be refused.
         return (SAMPLES / "graviton2-t4g" / "cpuinfo", SAMPLES / "graviton4-m8g-2xlarge" / "cpuinfo",
-                "aarch64-dotprod-fp16-bf16", True)
+                "aarch64-dotprod-fp16-bf16-i8mm", True)
     if BUILD_ARCH == "amd64" and BUILD_ARCH == NATIVE_ARCH:
         return None, cpuinfo_without_vector_extensions(directory / "cpuinfo"), "x86_64-baseline", False
     pytest.skip("no fleet classes for BUILD_ARCH=%s on this machine" % BUILD_ARCH)

@@ -28,3 +28,8 @@ def _link_collection():
 
 _link_collection()
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "upstream: reads vLLM's real sdists from PyPI (cached under .cache/upstream-sdists); needs the network")

@@ -29,8 +29,8 @@ def test_current_release_is_the_neon_build_of_the_pinned_tag(host):
     assert stamp["version"] == "0.32.0+cpu" and stamp["build_class"].startswith("aarch64-")
     probe = "import vllm._C as c; print(c.isa(), c.add([1, 2, 3, 4, 5], [1, 1, 1, 1, 1]), c.dot([1, 2], [3, 4]))"
     isa, rest = host.check_output("%s/current/venv/bin/python -I -c '%s'" % (ROOT, probe)).split(" ", 1)
-    assert isa in ("neon", "neon-bf16") and rest == "[2.0, 3.0, 4.0, 5.0, 6.0] 11.0"
-    assert isa == ("neon-bf16" if stamp["build_class"].endswith("-bf16") else "neon")
+    assert isa in ("neon", "neon-bf16", "neon-i8mm", "neon-bf16-i8mm") and rest == "[2.0, 3.0, 4.0, 5.0, 6.0] 11.0"
+    assert isa == "-".join(["neon"] + [name for name in ("bf16", "i8mm") if name in stamp["build_class"].split("-")])
 
 
 def test_build_log_shows_the_host_sized_compile(host):

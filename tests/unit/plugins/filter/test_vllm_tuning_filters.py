@@ -26,7 +26,7 @@ def test_every_filter_has_a_documentation_file():
 
 
 def test_filters_compute_from_host_facts(gh200):
-    assert FILTERS["vllm_build_class"](gh200) == "aarch64-dotprod-fp16-bf16"
+    assert FILTERS["vllm_build_class"](gh200) == "aarch64-dotprod-fp16-bf16-i8mm"
     assert FILTERS["vllm_tensor_parallel_size"](gh200) == 1
     assert FILTERS["vllm_dtype"](gh200) == "bfloat16"
     assert FILTERS["vllm_fpmath_mode"](gh200) == "BF16"
@@ -44,3 +44,11 @@ def test_tuning_errors_become_filter_errors(gh200):
 def test_input_that_is_not_host_facts(value):
     with pytest.raises(AnsibleFilterError, match="run arm_inference.vllm.host_facts first"):
         FILTERS["vllm_dtype"](value)
+
+
+def test_the_acl_step_filter_caps_and_refuses_in_one_line(gh200):
+    # GH200: 72 CPUs. MAX_JOBS 16 becomes the ACL step's cap; lifting it to all 72 at 8 GiB each does not fit.
+    assert FILTERS["vllm_acl_build_jobs"](gh200, 16, 2, {}) == {"jobs": 16, "environment": {"OMP_THREAD_LIMIT": "16"}}
+    with pytest.raises(AnsibleFilterError, match=r"^vllm_build_environment: OMP_THREAD_LIMIT makes .* run 72 compile jobs .*"
+                                                 r"\(got OMP_THREAD_LIMIT=0\); remove them .*set OMP_THREAD_LIMIT to \d+ or less$"):
+        FILTERS["vllm_acl_build_jobs"](gh200, 16, 8, {"OMP_THREAD_LIMIT": "0"})

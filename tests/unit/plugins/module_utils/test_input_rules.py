@@ -94,3 +94,10 @@ def test_every_rule_is_in_the_table_and_every_role_has_an_entry():
 
 def test_docs_table_is_current():
     assert input_rules_doc.render() == input_rules_doc.DOCS.read_text(), "run make golden and review the diff"
+
+
+def test_an_environment_that_lifts_the_acl_cap_beyond_memory_is_refused(debian12_altra):
+    # 80 Neoverse-N1 cores: nproc ignores OMP_THREAD_LIMIT=0, so ACL would run 80 jobs of 2 GiB.
+    lines = problems(dict(VALID, vllm_build_environment={"OMP_THREAD_LIMIT": "0"}), debian12_altra)
+    assert any(line.startswith("vllm_build_environment: OMP_THREAD_LIMIT makes the Arm Compute Library step")
+               for line in lines), lines

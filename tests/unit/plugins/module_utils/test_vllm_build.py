@@ -213,3 +213,126 @@ def test_a_channel_that_is_not_a_toolchain_name_is_an_error(tmp_path, name, text
     write(tmp_path, name, text)
     with pytest.raises(BuildError, match="is not a toolchain name"):
         vllm_build.rust_toolchain(str(tmp_path))
+
+
+# vLLM 0.32/0.33 write the torch pin twice, once per machine family, told apart by environment markers.
+REAL_TORCH_LINES = (
+    'torch==2.13.0+cpu; platform_machine == "x86_64" or platform_machine == "s390x" or platform_machine == "aarch64"\n'
+    'torch==2.13.0; platform_system == "Darwin" or platform_machine == "ppc64le"  or platform_machine == "riscv64"\n')
+
+
+@pytest.fixture
+def marked_layout(tmp_path):
+    tmp_path = tmp_path / "marked"
+    write(tmp_path, "requirements/build/cpu.txt", "cmake>=3.26.1\nsetuptools==78.1.1 # reuse the build dir\n" + REAL_TORCH_LINES)
+    write(tmp_path, "requirements/cpu.txt", "-r common.txt\n\n# Dependencies for CPUs\n" + REAL_TORCH_LINES
+          + 'triton @ https://example.org/triton-3.8.0+cpu-cp311.whl ; platform_machine == "x86_64" and python_version == "3.11"\n')
+    write(tmp_path, "requirements/common.txt", "regex\n")
+    write(tmp_path, "requirements/build/rust.txt", "setuptools>=78.1.1,<81.0.0\nsetuptools-rust>=1.9.0\n")
+    return tmp_path
+
+
+def test_the_rust_requirements_are_found_and_fingerprinted_when_the_tree_has_them(marked_layout, new_layout):
+    assert vllm_build.discover_requirements(str(marked_layout))["rust"] == "requirements/build/rust.txt"
+    described = vllm_build.describe_source(str(marked_layout), "aarch64")
+    assert described["rust_requirements"] == "requirements/build/rust.txt"
+    assert "requirements/build/rust.txt" in described["requirement_files"]
+    assert sorted(described["requirements_sha256"]) == ["build", "runtime", "rust"]
+    # A tree without the file keeps the two fingerprints it always had (and so its build identity).
+    assert vllm_build.describe_source(str(new_layout), "aarch64")["rust_requirements"] is None
+    assert sorted(vllm_build.describe_source(str(new_layout), "aarch64")["requirements_sha256"]) == ["build", "runtime"]
+
+
+@pytest.mark.parametrize("machine, requirement, index", [
+    ("aarch64", "torch==2.13.0+cpu", "https://download.pytorch.org/whl/cpu"),
+    ("x86_64", "torch==2.13.0+cpu", "https://download.pytorch.org/whl/cpu"),
+    ("ppc64le", "torch==2.13.0", None),
+])
+def test_the_torch_pin_is_the_one_the_host_machine_gets_with_its_index(marked_layout, machine, requirement, index):
+    torch = vllm_build.torch_requirement(str(marked_layout), ["requirements/build/cpu.txt", "requirements/cpu.txt"], machine)
+    assert torch == {"requirement": requirement, "version": requirement.split("==")[1], "index": index,
+                     "files": ["requirements/build/cpu.txt", "requirements/cpu.txt"]}
+
+
+def test_requirement_files_pinning_different_torch_versions_are_refused(marked_layout):
+    write(marked_layout, "requirements/cpu.txt", 'torch==2.14.0+cpu; platform_machine == "aarch64"\n')
+    with pytest.raises(BuildError, match=r"different torch versions on aarch64: ==2.13.0\+cpu in requirements/build/cpu.txt"):
+        vllm_build.torch_requirement(str(marked_layout), ["requirements/build/cpu.txt", "requirements/cpu.txt"], "aarch64")
+
+
+def test_a_tree_without_torch_or_with_a_range_says_so(new_layout):
+    write(new_layout, "requirements/build/cpu.txt", "cmake\n")
+    write(new_layout, "requirements/cpu.txt", "torch >= 2.10 ; platform_machine != 's390x'\n")
+    assert vllm_build.torch_requirement(str(new_layout), ["requirements/build/cpu.txt"], "aarch64") is None
+    assert vllm_build.torch_requirement(str(new_layout), ["requirements/cpu.txt"], "aarch64") == {
+        "requirement": "torch>=2.10", "version": None, "index": None, "files": ["requirements/cpu.txt"]}
+
+
+@pytest.mark.parametrize("marker, expected", [
+    ('platform_machine == "aarch64"', True),
+    ("platform_machine == 'x86_64' or platform_machine == 's390x'", False),
+    ('(platform_machine == "aarch64" or platform_system == "Darwin") and python_version >= "3.11"', True),
+    ('platform_machine == "aarch64" and python_version < "3.11"', False),
+    ('python_version == "3.11"', True),
+    ('"arm" in platform_machine', False),
+    ('"aarch" in platform_machine and sys_platform == "linux"', True),
+    ('platform_machine not in "x86_64 s390x"', True),
+    ("", True),
+])
+def test_environment_markers_of_a_linux_build_host(marker, expected):
+    environment = vllm_build.host_marker_environment("aarch64", "3.11")
+    assert vllm_build.marker_applies(marker, environment) is expected
+
+
+@pytest.mark.parametrize("marker, message", [
+    ('python_version >= "3.11"', "uses python_version, which is not known"),
+    ('platform_machine == "aarch64" and', "ends too early"),
+    ('(platform_machine == "aarch64"', "Unbalanced parentheses"),
+    ('platform_machine ~= "aarch64"', "operator ~= is not supported"),
+    ('platform_machine == "aarch64" extra', "after"),
+])
+def test_markers_that_cannot_be_decided_are_errors(marker, message):
+    with pytest.raises(BuildError, match=message):
+        vllm_build.marker_applies(marker, vllm_build.host_marker_environment("aarch64"))
+
+
+def test_the_version_and_python_range_come_from_pkg_info_or_pyproject(tmp_path, new_layout):
+    write(new_layout, "PKG-INFO", "Metadata-Version: 2.4\nName: vllm\nVersion: 0.32.0\nRequires-Python: <3.15,>=3.11\n\nbody\n")
+    assert vllm_build.read_pkg_info(str(new_layout)) == {"name": "vllm", "version": "0.32.0", "requires_python": "<3.15,>=3.11"}
+    described = vllm_build.describe_source(str(new_layout), "aarch64", "3.10")
+    assert (described["version"], described["python_supported"]) == ("0.32.0", False)
+    git_tree = tmp_path / "git"
+    write(git_tree, "requirements/build/cpu.txt", "cmake\n")
+    write(git_tree, "requirements/cpu.txt", "regex\n")
+    write(git_tree, "pyproject.toml", '[project]\nname = "vllm"\nrequires-python = ">=3.10,<3.14"\n')
+    described = vllm_build.describe_source(str(git_tree), "aarch64", "3.13")
+    assert (described["version"], described["requires_python"], described["python_supported"]) == (None, ">=3.10,<3.14", True)
+    assert vllm_build.describe_source(str(git_tree), "aarch64")["python_supported"] is None
+
+
+def test_pkg_info_without_a_version_is_refused(new_layout):
+    write(new_layout, "PKG-INFO", "Metadata-Version: 2.4\nName: vllm\n")
+    with pytest.raises(BuildError, match="has no Version field"):
+        vllm_build.read_pkg_info(str(new_layout))
+
+
+@pytest.mark.parametrize("specifiers, python, expected", [
+    (">=3.11,<3.15", "3.11", True), (">=3.11,<3.15", "3.14", True), (">=3.11,<3.15", "3.15", False),
+    (">=3.11,<3.15", "3.10", False), ("<3.15,>=3.11", "3.12.4", True), ("==3.11.*", "3.11", True),
+    ("!=3.12.*", "3.12", False), ("~=3.10", "3.12", True), ("~=3.10", "3.9", False), (None, "2.7", True),
+])
+def test_requires_python(specifiers, python, expected):
+    assert vllm_build.python_supported(specifiers, python) is expected
+
+
+def test_an_unreadable_requires_python_is_an_error():
+    with pytest.raises(BuildError, match="Requires-Python specifier 'python3'"):
+        vllm_build.python_supported(">=3.9, python3", "3.11")
+
+
+def test_requirement_lines_are_read_as_pip_reads_them(new_layout):
+    write(new_layout, "requirements/cpu.txt", "--extra-index-url https://example.org/simple\n# torch==1.0\n"
+          "torch==2.13.0+cpu \\\n    ; platform_machine == 'aarch64'  # the CPU build\nregex >= 2024\n")
+    assert vllm_build.requirement_entries(str(new_layout), "requirements/cpu.txt") == [
+        ("requirements/cpu.txt", "torch", "==2.13.0+cpu", "platform_machine == 'aarch64'"),
+        ("requirements/cpu.txt", "regex", ">= 2024", "")]

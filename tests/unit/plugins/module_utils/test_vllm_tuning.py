@@ -134,9 +134,98 @@ def test_max_jobs_is_capped_by_memory_and_cpus(altra, small_n1):
         tuning.max_jobs(small_n1, override="many")
 
 
-def test_build_classes_separate_bf16_from_n1(superchip, altra):
-    assert tuning.build_class(superchip) == "aarch64-dotprod-fp16-bf16"
-    assert tuning.build_class(altra) == "aarch64-dotprod-fp16"
+# Each published aarch64 host's class, checked against the Features/Flags of its own dump: Neoverse-N1
+# (Graviton2, Altra) has neither bf16 nor i8mm; Neoverse-V1/V2 (Graviton3/4, Grace) and AmpereOne have
+# both, which vLLM's CMake compiles in as +bf16+i8mm.
+AARCH64_CLASSES = {
+    "altra-max-m128-2p": "aarch64-dotprod-fp16",
+    "altra-max-m96-1p": "aarch64-dotprod-fp16",
+    "altra-q80-1p": "aarch64-dotprod-fp16",
+    "altra-q80-2p": "aarch64-dotprod-fp16",
+    "ampereone-a192": "aarch64-dotprod-fp16-bf16-i8mm",
+    "grace-c1": "aarch64-dotprod-fp16-bf16-i8mm",
+    "grace-gh200": "aarch64-dotprod-fp16-bf16-i8mm",
+    "grace-superchip": "aarch64-dotprod-fp16-bf16-i8mm",
+    "graviton2-c6g-16xlarge": "aarch64-dotprod-fp16",
+    "graviton2-t4g": "aarch64-dotprod-fp16",
+    "graviton3": "aarch64-dotprod-fp16-bf16-i8mm",
+    "graviton4-c8g-16xlarge": "aarch64-dotprod-fp16-bf16-i8mm",
+    "graviton4-m8g-2xlarge": "aarch64-dotprod-fp16-bf16-i8mm",
+}
+
+
+@pytest.mark.parametrize("name", sorted(AARCH64_CLASSES))
+def test_build_class_of_each_published_aarch64_host(name):
+    facts = build_host_facts(published_samples.load_sample(name))
+    assert tuning.build_class(facts) == AARCH64_CLASSES[name]
+    # The class names a feature exactly when the published dump lists it as a whole word.
+    sample = published_samples.SAMPLES_DIR / name
+    words = set()
+    for dump in ("cpuinfo", "lscpu"):
+        if (sample / dump).is_file():
+            words.update((sample / dump).read_text().split())
+    for feature in tuning.AARCH64_OPTIONAL_FEATURES:
+        assert (feature in AARCH64_CLASSES[name].split("-")) == (feature in words), (name, feature)
+
+
+def test_every_published_aarch64_host_has_an_expected_class():
+    aarch64 = [name for name in published_samples.sample_names() if not name.startswith("x86_64")]
+    assert sorted(aarch64) == sorted(AARCH64_CLASSES)
+
+
+@pytest.mark.parametrize("bf16, i8mm, expected", [
+    (False, False, "aarch64-dotprod-fp16"),
+    (True, False, "aarch64-dotprod-fp16-bf16"),
+    (False, True, "aarch64-dotprod-fp16-i8mm"),
+    (True, True, "aarch64-dotprod-fp16-bf16-i8mm"),
+])
+def test_bf16_and_i8mm_each_split_the_class(altra, bf16, i8mm, expected):
+    # A CPU with bf16 but no i8mm (or the reverse) gets a wheel of its own: vLLM's CMake adds each flag
+    # separately, so neither wheel runs on the other CPU.
+    facts = dict(altra, cpu=dict(altra["cpu"], flags=dict(altra["cpu"]["flags"], bf16=bf16, i8mm=i8mm)))
+    assert tuning.build_class(facts) == expected
+
+
+def test_the_acl_step_is_capped_at_max_jobs_through_nproc(altra):
+    # Altra Q80 2P: 160 CPUs, 128 GiB. MAX_JOBS 64 (2 GiB each); vLLM's CMake would run 160 ACL jobs.
+    assert tuning.max_jobs(altra) == 64
+    assert tuning.acl_build_jobs(altra, 64) == {"jobs": 64, "environment": {"OMP_THREAD_LIMIT": "64"}}
+    # OMP_NUM_THREADS in the user's environment stays under the role's cap, as in nproc.
+    assert tuning.acl_build_jobs(altra, 64, environment={"OMP_NUM_THREADS": "200"})["jobs"] == 64
+    assert tuning.acl_build_jobs(altra, 64, environment={"OMP_NUM_THREADS": "8,4"})["jobs"] == 8
+    # Lifting the cap is fine while memory holds it (1 GiB per job: 128 jobs fit in 128 GiB).
+    assert tuning.acl_build_jobs(altra, 64, 1, {"OMP_THREAD_LIMIT": "128"})["jobs"] == 128
+
+
+def test_lifting_the_acl_cap_beyond_memory_is_refused_in_one_line(altra):
+    with pytest.raises(tuning.TuningError) as raised:
+        tuning.acl_build_jobs(altra, 64, 2, {"OMP_THREAD_LIMIT": "0"})  # 0 means no limit: all 160 CPUs
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("vllm_build_environment: OMP_THREAD_LIMIT makes the Arm Compute Library step of vLLM's "
+                              "build run 160 compile jobs (it follows nproc, not MAX_JOBS), 320 GiB at 2.0 GiB each, but "
+                              "the host has 128.0 GiB available (got OMP_THREAD_LIMIT=0); remove them from "
+                              "vllm_build_environment or set OMP_THREAD_LIMIT to 64 or less"), message
+    with pytest.raises(tuning.TuningError, match=r"OMP_NUM_THREADS and OMP_THREAD_LIMIT makes .* run 100 compile jobs"):
+        tuning.acl_build_jobs(altra, 64, 2, {"OMP_THREAD_LIMIT": "100", "OMP_NUM_THREADS": 120})
+
+
+def test_no_acl_step_off_aarch64_and_unknown_memory_is_not_guessed(altra):
+    x86 = build_host_facts(published_samples.load_sample("x86_64-spr-2s"))
+    assert tuning.acl_build_jobs(x86, 64, 2, {"OMP_THREAD_LIMIT": "0"}) == {"jobs": None, "environment": {}}
+    unknown = dict(altra, memory={"total_mib": None, "available_mib": None})
+    assert tuning.acl_build_jobs(unknown, 4, 2, {"OMP_THREAD_LIMIT": "0"})["jobs"] == 160
+    with pytest.raises(tuning.TuningError, match="vllm_build_environment must be a mapping"):
+        tuning.acl_build_jobs(altra, 4, 2, ["OMP_THREAD_LIMIT=0"])
+
+
+@pytest.mark.parametrize("environment, expected", [
+    ({}, 160), ({"OMP_NUM_THREADS": "4"}, 4), ({"OMP_NUM_THREADS": "400"}, 400), ({"OMP_THREAD_LIMIT": "8"}, 8),
+    ({"OMP_NUM_THREADS": "16", "OMP_THREAD_LIMIT": "8"}, 8), ({"OMP_NUM_THREADS": "0"}, 160),
+    ({"OMP_NUM_THREADS": "x"}, 160), ({"OMP_NUM_THREADS": " 12 ,2"}, 12),
+])
+def test_nproc_follows_coreutils(environment, expected):
+    assert tuning.nproc(160, environment) == expected
 
 
 def test_build_class_of_an_emulated_host_is_unknown(superchip):
