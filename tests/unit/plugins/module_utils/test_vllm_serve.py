@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import model_samples
 import published_samples
 from ansible_collections.arm_inference.vllm.plugins.filter.vllm_serve import vllm_serve_units
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
@@ -15,7 +16,9 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve impo
 )
 from ansible.errors import AnsibleFilterError
 
-MODEL = "/srv/models/tiny"
+MODEL = "/srv/models/llama-3.1-8b"
+# What the vllm_model_info module reports for MODEL: the published Llama-3.1-8B bf16 sample.
+MODEL_INFO = {"models": {MODEL: model_samples.summary("llama-3.1-8b-bf16", MODEL)}, "errors": {}}
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +33,12 @@ def altra():
 
 def _error(facts, instances, settings=None):
     with pytest.raises(ServeError) as caught:
-        serve_units(facts, instances, dict({"model": MODEL}, **(settings or {})))
+        serve_units(facts, instances, dict({"model": MODEL, "model_info": MODEL_INFO}, **(settings or {})))
     return str(caught.value)
 
 
 def test_single_instance_defaults(altra):
-    [unit] = serve_units(altra, [{}], {"model": MODEL, "tcmalloc_path": "/usr/lib/libtcmalloc_minimal.so.4"})
+    [unit] = serve_units(altra, [{}], {"model": MODEL, "model_info": MODEL_INFO, "tcmalloc_path": "/usr/lib/libtcmalloc_minimal.so.4"})
     assert unit["name"] == "main" and unit["unit"] == "vllm-serve-main.service"
     assert unit["port"] == 8000 and unit["host"] == "127.0.0.1"
     assert unit["health_url"] == "http://127.0.0.1:8000/health"
@@ -51,7 +54,7 @@ def test_single_instance_defaults(altra):
 
 def test_one_instance_per_node_gets_its_own_port_cpus_and_dirs(superchip):
     units = serve_units(superchip, [{"name": "node0", "tensor_parallel_size": 1},
-                                    {"name": "node1", "tensor_parallel_size": 1, "port": 9000}], {"model": MODEL})
+                                    {"name": "node1", "tensor_parallel_size": 1, "port": 9000}], {"model": MODEL, "model_info": MODEL_INFO})
     assert [unit["port"] for unit in units] == [8000, 9000]
     assert [unit["cpu_affinity"] for unit in units] == ["0-71", "72-143"]
     assert units[0]["state_dir"] != units[1]["state_dir"]
@@ -64,9 +67,9 @@ def test_empty_instance_list_means_no_units(altra):
 
 
 def test_wildcard_bind_is_checked_on_loopback(altra):
-    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], {"model": MODEL, "api_key_configured": True})
+    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
     assert unit["health_url"] == "http://127.0.0.1:8000/health"
-    [unit] = serve_units(altra, [{"host": "::"}], {"model": MODEL, "api_key_configured": True})
+    [unit] = serve_units(altra, [{"host": "::"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
     assert unit["health_url"] == "http://[::1]:8000/health"
 
 
@@ -74,8 +77,10 @@ def test_wildcard_bind_is_checked_on_loopback(altra):
     ([{"host": "0.0.0.0"}], {}, "vllm_serve_instances[0].host is 0.0.0.0, reachable from other machines"),
     ([{}], {"host": "10.0.0.5"}, "vllm_serve_host is 10.0.0.5"),
     ([{}], {"host": "myhost"}, "vllm_serve_host must be an IP address"),
-    ([{"model": ""}], {"model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model) is required"),
-    ([{"model": "not a model"}], {}, "must be an absolute path or a hub id"),
+    ([{"model": ""}], {"model": ""}, "vllm_serve_instances[0].model is required"),
+    ([{}], {"model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model) is required"),
+    ([{"model": "not a model"}], {}, "vllm_serve_instances[0].model: not a model is neither a model declared in "
+                                     "vllm_model_models (none declared), an absolute path nor a hub id"),
     ([{"name": "Bad Name"}], {}, "vllm_serve_instances[0].name must be"),
     ([{"name": "a"}, {"name": "b", "port": 8000}], {}, "vllm_serve_instances[1].port 8000 is already used by instance a"),
     ([{"port": 70000}], {}, "vllm_serve_instances[0].port must be a TCP port"),
@@ -97,8 +102,8 @@ def test_bad_input_names_the_variable(altra, instances, settings, expected):
 
 
 def test_remote_bind_allowed_with_key_or_explicit_override(altra):
-    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "api_key_configured": True})
-    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "allow_unauthenticated": True})
+    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
+    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "model_info": MODEL_INFO, "allow_unauthenticated": True})
 
 
 def test_quoting_for_systemd_and_environment_files():
@@ -112,28 +117,28 @@ def test_quoting_for_systemd_and_environment_files():
 
 def test_extra_args_and_served_name_reach_the_command_line(altra):
     [unit] = serve_units(altra, [{"served_model_name": "my model", "extra_args": ["--enforce-eager"],
-                                  "max_model_len": 4096}], {"model": MODEL, "extra_args": ["--disable-log-requests"]})
+                                  "max_model_len": 4096}], {"model": MODEL, "model_info": MODEL_INFO, "extra_args": ["--disable-log-requests"]})
     assert '--served-model-name "my model"' in unit["exec_start"]
     assert unit["arguments"][-2:] == ["--disable-log-requests", "--enforce-eager"]
     assert "--max-model-len 4096" in unit["exec_start"]
 
 
 def test_user_bind_string_leaves_affinity_to_the_user(altra):
-    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31"}], {"model": MODEL})
+    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31"}], {"model": MODEL, "model_info": MODEL_INFO})
     assert unit["cpu_affinity"] == ""
-    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31", "cpu_affinity": "0-32"}], {"model": MODEL})
+    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31", "cpu_affinity": "0-32"}], {"model": MODEL, "model_info": MODEL_INFO})
     assert unit["cpu_affinity"] == "0-32"
 
 
 def test_filter_turns_errors_into_filter_errors(altra):
     with pytest.raises(AnsibleFilterError, match="vllm_serve_instances\\[0\\].port"):
-        vllm_serve_units(altra, [{"port": 0}], {"model": MODEL})
+        vllm_serve_units(altra, [{"port": 0}], {"model": MODEL, "model_info": MODEL_INFO})
     with pytest.raises(AnsibleFilterError, match="run arm_inference.vllm.host_facts first"):
         vllm_serve_units({}, [{}], {})
 
 
 def test_key_transport_file_names_the_file_and_credential_does_not(altra):
-    settings = {"model": MODEL, "api_key_configured": True, "api_key_file": "/etc/vllm-serve/api_key"}
+    settings = {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True, "api_key_file": "/etc/vllm-serve/api_key"}
     [unit] = serve_units(altra, [{}], dict(settings, api_key_transport="file"))
     assert unit["environment"]["ARM_INFERENCE_API_KEY_FILE"] == "/etc/vllm-serve/api_key"
     assert unit["environment"]["ARM_INFERENCE_API_KEY_REQUIRED"] == "1"
@@ -141,7 +146,7 @@ def test_key_transport_file_names_the_file_and_credential_does_not(altra):
     assert "ARM_INFERENCE_API_KEY_FILE" not in unit["environment"]
     # Clients (smoke.yml) find the key where it is stored on the host, whatever the transport.
     assert unit["endpoint"] == {"name": "main", "base_url": "http://127.0.0.1:8000", "api_key_file": "/etc/vllm-serve/api_key"}
-    [unit] = serve_units(altra, [{}], {"model": MODEL})
+    [unit] = serve_units(altra, [{}], {"model": MODEL, "model_info": MODEL_INFO})
     assert "ARM_INFERENCE_API_KEY_REQUIRED" not in unit["environment"]
     assert unit["endpoint"]["api_key_file"] == ""
     assert "vllm_serve_api_key_transport must be one of credential, file" in _error(
