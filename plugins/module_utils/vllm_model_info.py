@@ -365,7 +365,7 @@ def read_model_dir(path, headers=True):
         legacy = legacy or _read_json(os.path.join(real, name))
     kind, dummy, present = weight_files(files, index)
     parsed = {}
-    if kind == ".safetensors" and headers:
+    if kind == ".safetensors" and headers and config is not None:
         for name in present:
             parsed[name] = read_safetensors_header(os.path.join(real, name))
     return summarize(config, files, index, parsed, legacy, path)

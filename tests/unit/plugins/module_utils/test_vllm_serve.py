@@ -11,6 +11,7 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts impo
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import (
     ServeError,
     environment_line,
+    model_paths,
     serve_units,
     systemd_quote,
 )
@@ -151,3 +152,62 @@ def test_key_transport_file_names_the_file_and_credential_does_not(altra):
     assert unit["endpoint"]["api_key_file"] == ""
     assert "vllm_serve_api_key_transport must be one of credential, file" in _error(
         altra, [{}], {"api_key_transport": "env"})
+
+
+# --- models vllm_model placed, local paths and hub ids -------------------------------------------
+
+PLACED_PATH = "/var/lib/vllm-models/llama/current"
+PLACED = {"llama": {"path": PLACED_PATH, "revision": "0e9e39f249a16976918f6564b8830bc894c89659", "source": "hf"}}
+DECLARED = [{"name": "llama", "repo_id": "meta-llama/Llama-3.1-8B-Instruct"}, {"name": "qwen", "repo_id": "Qwen/x"}]
+PLACED_INFO = {"models": {PLACED_PATH: model_samples.summary("llama-3.1-8b-bf16", PLACED_PATH)}, "errors": {}}
+
+
+def test_a_placed_model_is_served_from_its_verified_directory_offline():
+    c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
+    settings = {"declared_models": DECLARED, "placed_models": PLACED, "model_info": PLACED_INFO, "offline": False}
+    [unit] = serve_units(c8g, [{"model": "llama"}], settings)
+    arguments = unit["arguments"]
+    assert arguments[:4] == ["--model", PLACED_PATH, "--served-model-name", "llama"]
+    assert unit["environment"]["HF_HUB_OFFLINE"] == "1" and unit["environment"]["TRANSFORMERS_OFFLINE"] == "1"
+    assert unit["model_source"]["revision"] == PLACED["llama"]["revision"]
+    assert unit["profile"]["model_weights_gib"] == 14.96 and unit["profile"]["kv_cache_gib"] == 100
+    assert arguments[arguments.index("--kv-cache-memory-bytes") + 1] == str(100 * 1024 ** 3)
+    assert "VLLM_CPU_KVCACHE_SPACE" not in unit["environment"]
+
+
+def test_model_paths_lists_the_local_directories_to_read():
+    settings = {"model": "llama", "declared_models": DECLARED, "placed_models": PLACED}
+    instances = [{"name": "a"}, {"name": "b", "model": MODEL}, {"name": "c", "model": "org/hub-model"},
+                 {"name": "d", "model": "llama"}]
+    assert model_paths(instances, settings) == [PLACED_PATH, MODEL]
+
+
+@pytest.mark.parametrize("instances, settings, expected", [
+    ([{"model": "qwen"}], {}, "vllm_serve_instances[0].model: model qwen is declared in vllm_model_models but not "
+                              "placed on this host (got qwen, vllm_model_placed has llama); run the vllm_model role"),
+    ([{"model": "mistral"}], {}, "vllm_serve_instances[0].model: mistral is neither a model declared in "
+                                 "vllm_model_models (llama, qwen), an absolute path nor a hub id org/name (got "
+                                 "'mistral'); declare the model in vllm_model_models or correct the name."),
+    ([{}], {"model": "org/hub-model"}, "vllm_serve_instances[0]: the model's weights are unknown, so the KV cache "
+                                       "cannot be sized (got model org/hub-model"),
+    ([{"model": "/srv/missing"}], {}, "vllm_serve_instances[0].model: the model directory cannot be read: "
+                                      "/srv/missing is not a directory. (got /srv/missing)"),
+    ([{"model": "llama"}], {"model_info": {"models": {}, "errors": {PLACED_PATH: "it is incomplete"}}},
+     "vllm_serve_instances[0].model: the model directory cannot be read: it is incomplete (got %s); run the "
+     "vllm_model role again" % PLACED_PATH),
+])
+def test_models_that_cannot_be_served_or_weighed_are_refused(instances, settings, expected):
+    c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
+    merged = dict({"declared_models": DECLARED, "placed_models": PLACED, "model_info": {
+        "models": {}, "errors": {"/srv/missing": "/srv/missing is not a directory."}}}, **settings)
+    with pytest.raises(ServeError) as caught:
+        serve_units(c8g, instances, merged)
+    assert expected in str(caught.value)
+
+
+def test_a_hub_id_with_a_size_or_a_missing_path_with_a_size_is_served():
+    c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
+    [unit] = serve_units(c8g, [{"model": "org/hub-model", "model_params_billion": 8}], {})
+    assert unit["arguments"][:2] == ["--model", "org/hub-model"] and unit["profile"]["kv_cache_gib"] == 100
+    [unit] = serve_units(c8g, [{"model": "/srv/elsewhere", "model_weights_gib": 15}], {})
+    assert unit["profile"]["model_weights_source"] == "model_weights_gib"
