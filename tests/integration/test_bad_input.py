@@ -14,7 +14,9 @@ SECRET = "s3cr3t-token"
 RELAXED_FLOOR = {"build_deps_compiler_floor_policy": "warn"}
 
 # vllm_serve without the tcmalloc role: the cases below are about other variables.
-SERVE = {"vllm_serve_model": "/srv/models/m", "vllm_serve_preload_tcmalloc": False}
+# /srv/models/m does not exist, so its size is given: nothing could weigh it.
+SERVE = {"vllm_serve_model": "/srv/models/m", "vllm_serve_preload_tcmalloc": False,
+         "vllm_serve_instances": [{"name": "main", "model_weights_gib": 1}]}
 
 CASES = [
     # role, extra vars, words the error must contain
@@ -44,7 +46,14 @@ CASES = [
     ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main", "prot": 8001}]),
      ["vllm_serve_instances[0] has unknown key(s) prot", "allowed keys"]),
     ("vllm_serve", dict(SERVE, vllm_serve_model=""), ["vllm_serve_model", "is required"]),
-    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"kv_cache_gib": 100000}]), ["vllm_serve_instances[0].kv_cache_gib"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"kv_cache_gib": 100000, "model_weights_gib": 1}]),
+     ["vllm_serve_instances[0].kv_cache_gib"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main", "model": "llama"}]),
+     ["vllm_serve_instances[0].model: llama is neither a model declared in vllm_model_models"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main", "model": "org/hub-model"}]),
+     ["vllm_serve_instances[0]: the model's weights are unknown", "model_weights_gib", "model_params_billion"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main"}]),
+     ["vllm_serve_instances[0].model (or vllm_serve_model): the model directory cannot be read", "/srv/models/m"]),
     ("vllm_serve", dict(SERVE, vllm_serve_extra_args=["--api-key", SECRET]), ["vllm_serve_extra_args must not contain --api-key"]),
     ("vllm_serve", dict(SERVE, vllm_serve_api_key=SECRET, vllm_serve_api_key_file="/etc/key"),
      ["vllm_serve_api_key", "vllm_serve_api_key_file", "not both"]),
