@@ -54,7 +54,8 @@ ARCHITECTURES = ("aarch64", "x86_64")
 # Which quantization schemes vLLM's CPU backend serves, per architecture. Sources: vLLM 0.32's
 # docs/features/quantization/README.md table (x86 CPU / Arm CPU columns) and its CPU build:
 # csrc/cpu/cpu_wna16.cpp (the W4A16 kernel behind AWQ, GPTQ and compressed-tensors WNA16 on CPU)
-# is compiled for x86, PowerPC, s390x and RISC-V, not for Arm (cmake/cpu_extension.cmake:507-540).
+# is compiled for PowerPC, s390x, RISC-V and x86's AVX-512 build, not for Arm and not into x86's
+# AVX2 build (cmake/cpu_extension.cmake:507-540, 584-620).
 SUPPORT = {
     "w8a8-int8": {"aarch64": True, "x86_64": True},
     "w4a8-int8": {"aarch64": True, "x86_64": False},
@@ -73,6 +74,7 @@ SCHEME_NAMES = {
     "fp4": "FP4 (NVFP4/MXFP4)",
     "gguf": "GGUF",
 }
+NEEDS_AVX512_ON_X86 = ("wna16-int", "gptq", "awq")
 METHOD_SCHEMES = {"gptq": "gptq", "gptq_marlin": "gptq", "awq": "awq", "awq_marlin": "awq",
                   "bitsandbytes": "bitsandbytes", "fp8": "fp8", "fbgemm_fp8": "fp8", "modelopt": "fp8",
                   "mxfp4": "fp4", "modelopt_fp4": "fp4", "gguf": "gguf"}
@@ -139,9 +141,10 @@ def quantization(config, legacy=None):
             "weight_bits": _int(quant.get("bits") or quant.get("w_bit")), "groups": []}
 
 
-def quantization_support(quant, architecture):
+def quantization_support(quant, architecture, avx512=True):
     """(supported, reason) for serving a quantization() result with vLLM's CPU backend on
-    architecture (aarch64 or x86_64). An unquantized model is always supported."""
+    architecture (aarch64 or x86_64; avx512: whether an x86_64 CPU has AVX-512F). An unquantized
+    model is always supported."""
     if quant is None:
         return True, ""
     schemes = quant["scheme"][len("mixed:"):].split("+") if quant["scheme"].startswith("mixed:") else [quant["scheme"]]
@@ -150,6 +153,9 @@ def quantization_support(quant, architecture):
         if not SUPPORT.get(scheme, {}).get(architecture, False):
             return False, ("%s checkpoints are not served by vLLM's CPU backend on %s (vLLM's quantization support "
                            "table: on Arm CPUs INT8 W8A8 and INT4 W4A8 only)" % (quant["name"], arch_name))
+        if architecture == "x86_64" and scheme in NEEDS_AVX512_ON_X86 and not avx512:
+            return False, ("%s checkpoints need a CPU with AVX-512 on x86_64 (vLLM compiles its W4A16 CPU kernel only "
+                           "into its AVX-512 build)" % quant["name"])
     return True, ""
 
 
@@ -260,11 +266,13 @@ def memory_weight_bytes(summary, serve_dtype):
     return summary["weight_bytes"]
 
 
-def serving_rules(summary, architecture):
-    """Settings vLLM's CPU backend needs for this checkpoint on architecture, or ModelInfoError when
-    it cannot serve it. Returns {"dtype": preferred dtype or None, "reasons": [...]}."""
+def serving_rules(summary, facts):
+    """Settings vLLM's CPU backend needs for this checkpoint on the host facts describe
+    (ansible_facts.arm_inference_host), or ModelInfoError when it cannot serve it.
+    Returns {"dtype": preferred dtype or None, "reasons": [...]}."""
     quant = summary.get("quantization")
-    supported, reason = quantization_support(quant, architecture)
+    flags = (facts.get("cpu") or {}).get("flags") or {}
+    supported, reason = quantization_support(quant, facts.get("architecture"), bool(flags.get("avx512f")))
     if not supported:
         raise ModelInfoError(reason)
     rules = {"dtype": None, "reasons": []}

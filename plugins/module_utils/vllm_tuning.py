@@ -326,7 +326,7 @@ def _model_rules(facts, summary, item, variable):
         return {"dtype": None, "reasons": []}
     from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info
     try:
-        return vllm_model_info.serving_rules(summary, facts["architecture"])
+        return vllm_model_info.serving_rules(summary, facts)
     except vllm_model_info.ModelInfoError as error:
         raise TuningError("%s.model: %s (got %s); serve an unquantized, INT8 W8A8 or INT4 W4A8 checkpoint."
                           % (variable, error, item.get("model_label") or summary.get("path") or "?"))

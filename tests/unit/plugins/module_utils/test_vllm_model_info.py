@@ -167,7 +167,18 @@ def test_published_bitsandbytes_checkpoint_is_not_served_on_arm():
     summary = model_samples.summary("llama-3.1-8b-instruct-bnb-8bit")
     assert summary["quantization"]["method"] == "bitsandbytes"
     with pytest.raises(info.ModelInfoError, match="bitsandbytes checkpoints are not served by vLLM's CPU backend on Arm"):
-        info.serving_rules(summary, "aarch64")
+        info.serving_rules(summary, {"architecture": "aarch64", "cpu": {"flags": {}}})
+
+
+def test_awq_on_x86_needs_avx512():
+    quant = info.quantization({"quantization_config": {"quant_method": "awq", "bits": 4}})
+    assert info.quantization_support(quant, "x86_64", avx512=True)[0] is True
+    supported, reason = info.quantization_support(quant, "x86_64", avx512=False)
+    assert not supported and "need a CPU with AVX-512" in reason
+    summary = info.summarize({"quantization_config": {"quant_method": "awq"}}, {"model.safetensors": 1})
+    with pytest.raises(info.ModelInfoError, match="AVX-512"):
+        info.serving_rules(summary, facts("x86_64-e5-2687w-v4"))
+    assert info.serving_rules(summary, facts("x86_64-spr-2s"))["dtype"] is None
 
 
 def test_legacy_gptq_file_and_gguf_are_recognised():
@@ -181,9 +192,10 @@ def test_legacy_gptq_file_and_gguf_are_recognised():
 
 def test_group_wise_w4a8_is_served_in_float32():
     summary = info.summarize({"quantization_config": W4A8_GROUP}, {"model.safetensors": 10})
-    assert info.serving_rules(summary, "aarch64")["dtype"] == "float32"
+    arm = facts("graviton4-c8g-16xlarge")
+    assert info.serving_rules(summary, arm)["dtype"] == "float32"
     summary = info.summarize({"quantization_config": W4A8_CHANNEL}, {"model.safetensors": 10})
-    assert info.serving_rules(summary, "aarch64")["dtype"] is None
+    assert info.serving_rules(summary, arm)["dtype"] is None
 
 
 # --- the fit check before download ---------------------------------------------------------------
