@@ -155,8 +155,8 @@ def _model_summary(model, item, variable, model_info):
     if summary:
         return summary
     error = (info.get("errors") or {}).get(model["path"]) or "it was not read (vllm_model_info did not run on it)"
-    if model["kind"] == "path" and any(item.get(key) not in (None, "") for key in ("model_weights_gib",
-                                                                                  "model_params_billion")):
+    sized = any(item.get(key) not in (None, "") for key in ("model_weights_gib", "model_params_billion"))
+    if model["kind"] == "path" and sized:
         return None
     raise ServeError("%s: the model directory cannot be read: %s (got %s); %s." % (
         variable, error, model["path"], "run the vllm_model role again to place it" if model["kind"] == "placed"

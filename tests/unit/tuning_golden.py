@@ -96,8 +96,8 @@ def render_sample(name):
             lines.append(outcome)
             continue
         for profile in outcome:
-            lines.append("[%s] weights %.2f GiB (%s)" % (profile["name"], profile["model_weights_gib"],
-                                                          profile["model_weights_source"]))
+            lines.append("[%s] weights %.2f GiB (%s)"
+                         % (profile["name"], profile["model_weights_gib"], profile["model_weights_source"]))
             lines += ["%s=%s" % item for item in sorted(profile["environment"].items())]
             lines.append("vllm serve %s" % " ".join(profile["arguments"]))
     return "\n".join(lines) + "\n"
@@ -119,11 +119,11 @@ def render_table():
                    else ("unknown memory" if "reports no memory" in files else "does not fit"))
         rows.append("| [%s](../tests/unit/samples/%s/SOURCE.md) | %s | %s | %s | `%s` | %s | %s | `%s` | %s | %s | %s "
                     "| %s |" % (
-            name, name, cpu["model_name"] or "?", cpu["platform"] or "-", "yes" if cpu["bf16"] else "no",
-            tuning.build_class(facts), _max_jobs(facts),
-            first["tensor_parallel_size"] if first else "-", first["omp_threads_bind"] if first else "-", kv, weighed,
-            first["dtype"] if first else tuning.dtype(facts),
-            (first["onednn_fpmath_mode"] if first else tuning.fpmath_mode(facts)) or "unset"))
+                        name, name, cpu["model_name"] or "?", cpu["platform"] or "-", "yes" if cpu["bf16"] else "no",
+                        tuning.build_class(facts), _max_jobs(facts),
+                        first["tensor_parallel_size"] if first else "-", first["omp_threads_bind"] if first else "-",
+                        kv, weighed, first["dtype"] if first else tuning.dtype(facts),
+                        (first["onednn_fpmath_mode"] if first else tuning.fpmath_mode(facts)) or "unset"))
     return "\n".join(rows) + "\n"
 
 

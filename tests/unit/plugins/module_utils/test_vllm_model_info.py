@@ -76,8 +76,8 @@ def test_a_current_link_is_followed(tmp_path):
 def test_a_missing_shard_is_an_incomplete_model(tmp_path):
     directory = model_samples.make_sample_dir("llama-3.1-8b-bf16", tmp_path / "m")
     (directory / "model-00003-of-00004.safetensors").unlink()
-    with pytest.raises(info.ModelInfoError, match="is incomplete: model.safetensors.index.json names "
-                                                   "model-00003-of-00004.safetensors, which is missing"):
+    expected = "is incomplete: model.safetensors.index.json names model-00003-of-00004.safetensors, which is missing"
+    with pytest.raises(info.ModelInfoError, match=expected):
         info.read_model_dir(str(directory), headers=False)
 
 
