@@ -208,11 +208,12 @@ def summarize(config, files, index=None, headers=None, legacy_quant=None, path="
     """
     if config is None:
         raise ModelInfoError("%s has no %s: it is not a Hugging Face model directory." % (path or "the model", CONFIG_FILE))
-    gguf = sorted(name for name in files if name.endswith(".gguf"))
+    kind, expected, present = weight_files(files, index)
+    # GGUF files count only where nothing else is there to load (vLLM prefers the patterns above).
+    gguf = [] if present else sorted(name for name in files if name.endswith(".gguf"))
     quant = quantization(config, legacy_quant)
     if gguf and quant is None:
         quant = {"method": "gguf", "scheme": "gguf", "name": SCHEME_NAMES["gguf"], "groups": []}
-    kind, expected, present = weight_files(files, index)
     missing = sorted(set(expected) - set(present))
     if missing:
         raise ModelInfoError("%s is incomplete: %s names %s, which %s missing." % (

@@ -188,6 +188,9 @@ def test_legacy_gptq_file_and_gguf_are_recognised():
     summary = info.summarize({}, {"model-q4_k_m.gguf": 4000})
     assert summary["quantization"]["scheme"] == "gguf" and summary["weight_bytes"] == 4000
     assert info.quantization_support(summary["quantization"], "aarch64")[0] is False
+    # Next to safetensors a GGUF file is not what vLLM loads.
+    summary = info.summarize({}, {"model-q4_k_m.gguf": 4000, "model.safetensors": 10})
+    assert summary["quantization"] is None and summary["weight_bytes"] == 10
 
 
 def test_group_wise_w4a8_is_served_in_float32():
