@@ -18,7 +18,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.arm_inference.vllm.plugins.filter.platform import platform_support
-from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules
+from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules, vllm_serve
 
 display = Display()
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
@@ -72,6 +72,8 @@ class ActionModule(ActionBase):
         if host["facts"] is not None:
             # Later roles of the run read these instead of asking the host again.
             result["ansible_facts"] = {"arm_inference_host": host["facts"]}
+        if host.get("model_info"):
+            result["model_info"] = host["model_info"]
         errors = input_rules.check_rules(args["roles"], variables, host)
         if "vllm_serve" in args["roles"] and variables.get("vllm_serve_trust_remote_code"):
             display.warning("%s: vllm_serve_trust_remote_code is true: vLLM will run Python code from the model "
@@ -105,7 +107,29 @@ class ActionModule(ActionBase):
             host_facts = answer["ansible_facts"]["arm_inference_host"]
             host["build_root_free_bytes"] = answer.get("free_bytes", {}).get(disk[0]) if disk else None
         host["facts"] = host_facts
+        if "vllm_serve" in roles and host_facts is not None:
+            host.update(self._models(roles, variables, host, task_vars))
         return host
+
+    def _models(self, roles, variables, host, task_vars):
+        """vllm_model's declarations and placements, and the files of the local models the instances
+        serve (read by the vllm_model_info module: sizes, config.json, safetensors headers)."""
+        declared = variables.get("vllm_model_models")
+        if declared is None:
+            declared = self._templar.template(task_vars.get("vllm_model_models", []))
+        placed = task_vars.get("vllm_model_placed") or task_vars["ansible_facts"].get("vllm_model_placed") or {}
+        names = [entry.get("name") for entry in declared or [] if isinstance(entry, dict)]
+        models = {"declared_models": declared or [], "placed_models": placed,
+                  # Placed later in this run, by the vllm_model role the preflight checks with them.
+                  "pending_models": [name for name in names if name not in placed] if "vllm_model" in roles else []}
+        try:
+            paths = vllm_serve.model_paths(variables.get("vllm_serve_instances"), input_rules.serve_settings(
+                variables, **input_rules.models_settings(variables, models)))
+        except vllm_serve.ServeError:
+            paths = []  # the rule says what is wrong with the model names
+        if paths:
+            models["model_info"] = self._module("arm_inference.vllm.vllm_model_info", {"paths": paths}, task_vars)
+        return models
 
     @staticmethod
     def _fail(result, errors):

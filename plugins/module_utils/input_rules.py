@@ -381,11 +381,31 @@ def vllm_serve_units(variables, host):
     facts = host.get("facts")
     if not facts:
         return []
+    settings = serve_settings(variables, **models_settings(variables, host))
+    instances = variables.get("vllm_serve_instances")
+    pending = host.get("pending_models") or ()
+    if isinstance(instances, list):
+        # A model vllm_model places later in this run is not on the host yet, so nothing can weigh it
+        # here: vllm_model checks it fits before the download, vllm_serve's own check weighs its files.
+        instances = [dict(item, model_weights_gib=0) if isinstance(item, dict) and item.get(
+            "model", variables.get("vllm_serve_model")) in pending and not any(
+            item.get(key) not in (None, "") for key in ("model_weights_gib", "model_params_billion")) else item
+            for item in instances]
     try:
-        vllm_serve.serve_units(facts, variables.get("vllm_serve_instances"), serve_settings(variables))
+        vllm_serve.serve_units(facts, instances, settings)
     except (vllm_serve.ServeError, HostFactsError) as error:
         return [_from_message(str(error), "vllm_serve_instances")]
     return []
+
+
+def models_settings(variables, host):
+    """What serve_units() needs to know of the models: vllm_model's declarations and what it placed
+    (models placed later in this run as pending), and the files read from the local ones."""
+    placed = dict(host.get("placed_models") or {})
+    for name in host.get("pending_models") or ():
+        placed[name] = {"path": "/%s" % name, "pending": True}
+    return {"declared_models": host.get("declared_models") or [], "placed_models": placed,
+            "model_info": host.get("model_info") or {}}
 
 
 def serve_settings(variables, **rendering):

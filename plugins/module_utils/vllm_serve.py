@@ -29,7 +29,9 @@ SERVE_KEYS = ("name", "model", "served_model_name", "host", "port", "max_model_l
               "max_num_seqs", "block_size", "extra_args", "environment", "cpu_affinity")
 INSTANCE_KEYS = SERVE_KEYS + TUNING_KEYS
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
-MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# A hub id names its organisation: a bare word is far more likely a model declared in
+# vllm_model_models under another name than one of the hub's few legacy unprefixed ids.
+MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PLAIN_ARGUMENT = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
 UNIT_PREFIX = "vllm-serve-"
@@ -39,8 +41,9 @@ OPTIONAL_INT_FLAGS = (("max_model_len", "--max-model-len"), ("max_num_batched_to
 # clash (and --api-key would put the secret on the command line).
 MANAGED_FLAGS = ("--model", "--host", "--port", "--api-key", "--dtype", "--tensor-parallel-size", "-tp",
                  "--served-model-name", "--max-model-len", "--max-num-batched-tokens", "--max-num-seqs",
-                 "--block-size", "--distributed-executor-backend", "--uds")
-# Variables the role computes (set them through the instance keys instead), and variables that
+                 "--block-size", "--distributed-executor-backend", "--uds", "--kv-cache-memory-bytes")
+# Variables the role computes or that would override what it computes (VLLM_CPU_KVCACHE_SPACE, when
+# set, replaces --kv-cache-memory-bytes: vLLM 0.32 platforms/cpu.py), and variables that
 # switch off vLLM safeguards (CVE-2026-41523: asserts skipped under -O; pickle over ZMQ; dev routes).
 MANAGED_ENVIRONMENT = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU",
                        "ONEDNN_DEFAULT_FPMATH_MODE", "LD_PRELOAD", "VLLM_API_KEY", "ARM_INFERENCE_API_KEY_REQUIRED",
@@ -90,14 +93,75 @@ def _bind_address(value, variable):
                          "or ::), got %r." % (variable, value))
 
 
-def _model(value, variable):
+def _declared_names(value):
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [str(item["name"]) for item in value if isinstance(item, dict) and item.get("name") not in (None, "")]
+
+
+def resolve_model(value, variable, settings):
+    """What an instance's model names: a model vllm_model placed on this host ({"kind": "placed",
+    "name", "path", "revision", "source"}), an absolute path ({"kind": "path", "path"}) or a hub id
+    ({"kind": "hub", "id"}). A model declared in vllm_model_models but not placed, and a name that
+    is none of these, are refused naming the variable."""
     text = _no_control_characters(value if value is not None else "", variable).strip()
     if not text:
-        raise ServeError("%s is required: a local model directory (absolute path) or a Hugging Face hub id such "
-                         "as org/name." % variable)
-    if not text.startswith("/") and not MODEL_ID_PATTERN.match(text):
-        raise ServeError("%s must be an absolute path or a hub id such as org/name, got %r." % (variable, text))
-    return text
+        raise ServeError("%s is required: a model declared in vllm_model_models, a local model directory (absolute "
+                         "path) or a Hugging Face hub id such as org/name." % variable)
+    placed = settings.get("placed_models") or {}
+    entry = placed.get(text) if isinstance(placed, dict) else None
+    if isinstance(entry, dict) and str(entry.get("path") or "").startswith("/"):
+        return {"kind": "placed", "name": text, "path": str(entry["path"]), "revision": entry.get("revision"),
+                "source": entry.get("source"), "pending": bool(entry.get("pending"))}
+    if text in _declared_names(settings.get("declared_models")):
+        raise ServeError("%s: model %s is declared in vllm_model_models but not placed on this host (got %s, "
+                         "vllm_model_placed has %s); run the vllm_model role before vllm_serve (site.yml and serve.yml "
+                         "do)." % (variable, text, text, ", ".join(sorted(placed)) if isinstance(placed, dict) and placed
+                                   else "nothing"))
+    if text.startswith("/"):
+        return {"kind": "path", "path": text}
+    if MODEL_ID_PATTERN.match(text):
+        return {"kind": "hub", "id": text}
+    declared = _declared_names(settings.get("declared_models"))
+    raise ServeError("%s: %s is neither a model declared in vllm_model_models (%s), an absolute path nor a hub id "
+                     "org/name (got %r); declare the model in vllm_model_models or correct the name."
+                     % (variable, text, ", ".join(declared) or "none declared", text))
+
+
+def _model_variable(item, index):
+    return "vllm_serve_instances[%d].model%s" % (index, "" if "model" in item else " (or vllm_serve_model)")
+
+
+def model_paths(instances, settings):
+    """The local directories the instances serve (placed models and absolute paths), for the
+    vllm_model_info module to read before serve_units() sizes the KV cache from them."""
+    merged = dict(DEFAULT_SETTINGS)
+    merged.update({key: value for key, value in (settings or {}).items() if key in DEFAULT_SETTINGS})
+    paths = []
+    for index, item in enumerate(_instances(instances)):
+        model = resolve_model(item.get("model", merged["model"]), _model_variable(item, index), merged)
+        if model.get("path") and not model.get("pending") and model["path"] not in paths:
+            paths.append(model["path"])
+    return paths
+
+
+def _model_summary(model, item, variable, model_info):
+    """The vllm_model_info summary of a local model, None when there is none to read (a hub id)
+    or the directory cannot be read but the user gave the size."""
+    if model["kind"] == "hub":
+        return None
+    info = model_info or {}
+    summary = (info.get("models") or {}).get(model["path"])
+    if summary:
+        return summary
+    error = (info.get("errors") or {}).get(model["path"]) or "it was not read (vllm_model_info did not run on it)"
+    sized = any(item.get(key) not in (None, "") for key in ("model_weights_gib", "model_params_billion"))
+    # A model this run's vllm_model places later (the preflight play) is weighed by the size given.
+    if sized and (model["kind"] == "path" or model.get("pending")):
+        return None
+    raise ServeError("%s: the model directory cannot be read: %s (got %s); %s." % (
+        variable, error, model["path"], "run the vllm_model role again to place it" if model["kind"] == "placed"
+        else "point it at a Hugging Face model directory, or set the size with model_weights_gib"))
 
 
 def _extra_args(value, variable):
@@ -198,9 +262,16 @@ def serve_units(facts, instances, settings):
     items = _instances(instances)
     if not items:
         return []
+    models = [resolve_model(item.get("model", merged["model"]), _model_variable(item, index), merged)
+              for index, item in enumerate(items)]
+    tuning = []
+    for index, (item, model) in enumerate(zip(items, models)):
+        entry = {key: item[key] for key in TUNING_KEYS if key in item}
+        entry["model_label"] = model.get("name") or model.get("path") or model.get("id")
+        entry["model_summary"] = _model_summary(model, item, _model_variable(item, index), merged["model_info"])
+        tuning.append(entry)
     try:
-        profiles = serve_profile(facts, [{key: item[key] for key in TUNING_KEYS if key in item} for item in items],
-                                 merged["reserved_cpus_per_rank"], merged["kv_cache_min_gib"],
+        profiles = serve_profile(facts, tuning, merged["reserved_cpus_per_rank"], merged["kv_cache_min_gib"],
                                  merged["memory_headroom_gib"])
     except (TuningError, HostFactsError) as error:
         raise ServeError(str(error))
@@ -221,7 +292,8 @@ def serve_units(facts, instances, settings):
             raise ServeError("%s.name %r is already used by vllm_serve_instances[%d]: every instance needs its own "
                              "name (it names the unit)." % (variable, name, names[name]))
         names[name] = index
-        model = _model(item.get("model", merged["model"]), "%s.model (or vllm_serve_model)" % variable)
+        model = models[index]
+        model_argument = model.get("path") or model["id"]
         port = _port(item["port"], variable + ".port") if item.get("port") not in (None, "") else base_port + index
         if port in ports:
             raise ServeError("%s.port %d is already used by instance %s: every instance needs its own port."
@@ -237,8 +309,11 @@ def serve_units(facts, instances, settings):
         health_host = "127.0.0.1" if address.is_unspecified and address.version == 4 else (
             "::1" if address.is_unspecified else str(address))
         base_url = "http://%s:%d" % ("[%s]" % health_host if ":" in health_host else health_host, port)
-        arguments = ["--model", model]
+        arguments = ["--model", model_argument]
         served = item.get("served_model_name", merged["served_model_name"])
+        if served in (None, "") and model["kind"] == "placed":
+            # Clients ask for the model by the name it is declared under, not by its store path.
+            served = model["name"]
         if served not in (None, ""):
             arguments += ["--served-model-name", _no_control_characters(served, variable + ".served_model_name")]
         arguments += ["--host", str(address), "--port", str(port)] + profile["arguments"]
@@ -264,7 +339,8 @@ def serve_units(facts, instances, settings):
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
         })
-        if merged["offline"]:
+        # A placed model is verified on disk: serving it never needs the hub.
+        if merged["offline"] or model["kind"] == "placed":
             environment.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         if merged["api_key_configured"]:
             # The launcher refuses to start without the key instead of serving unauthenticated.
@@ -280,7 +356,8 @@ def serve_units(facts, instances, settings):
         units.append({
             "name": name,
             "unit": "%s%s.service" % (UNIT_PREFIX, name),
-            "model": model,
+            "model": model_argument,
+            "model_source": model,
             "host": str(address),
             "port": port,
             "health_url": "%s/health" % base_url,
@@ -326,4 +403,9 @@ DEFAULT_SETTINGS = {
     "api_key_transport": "credential",
     "api_key_file": "",
     "allow_unauthenticated": False,
+    # vllm_model's contract: vllm_model_models (declared names) and the host's vllm_model_placed
+    # ({name: {path, revision, source}}); model_info is the vllm_model_info module's result.
+    "declared_models": [],
+    "placed_models": {},
+    "model_info": {},
 }

@@ -24,6 +24,7 @@ class TuningError(ValueError):
 
 
 GIB_MIB = 1024
+GIB_BYTES = 1024 ** 3
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 FPMATH_MODES = ("strict", "bf16", "f16", "tf32", "any")
@@ -65,6 +66,10 @@ def _number(value, variable, minimum=0.0):
     if math.isnan(number) or number < minimum:
         raise TuningError("%s must be a number >= %s, got %r." % (variable, minimum, value))
     return number
+
+
+number = _number
+positive_int = _positive_int
 
 
 def tensor_parallel_size(facts, instances=1, override=None, variable="vllm_serve_tensor_parallel_size"):
@@ -167,9 +172,30 @@ def _node_of_cpu(facts, cpu):
     return None
 
 
-def kv_cache_gib(facts, rank_cpus, tp_size, ranks_per_node, weights_gib, headroom_gib=None, floor_gib=1,
+def headroom(share_gib, override=None, variable="vllm_serve_memory_headroom_gib"):
+    """Memory per rank kept free of weights and KV cache: the override, else 10 % of the rank's
+    share of its node, at least 1 GiB."""
+    return max(1.0, share_gib * 0.1) if override in (None, "") else _number(override, variable)
+
+
+def ranks_per_node(facts, instances, tp_size):
+    """How many ranks share each NUMA node the layout uses (1 while there are enough nodes)."""
+    ranks = instances * tp_size
+    node_count = len(_usable_nodes(facts))
+    return max(1, ranks // node_count) if ranks > node_count else 1
+
+
+def rank_layout(facts, instances, tp_size):
+    """[(node, ranks on it)] for the NUMA nodes the instances' ranks occupy."""
+    per_node = ranks_per_node(facts, instances, tp_size)
+    nodes = _usable_nodes(facts)
+    used = min(len(nodes), int(math.ceil(instances * tp_size / float(per_node))))
+    return [(node, per_node) for node in nodes[:used]]
+
+
+def kv_cache_gib(facts, rank_cpus, tp_size, node_ranks, weights_gib, headroom_gib=None, floor_gib=1,
                  override=None, variable="vllm_serve_kv_cache_gib"):
-    """VLLM_CPU_KVCACHE_SPACE for one instance, in whole GiB.
+    """KV cache per rank of one instance, in whole GiB (vLLM gets it as --kv-cache-memory-bytes).
 
     Each rank allocates this much KV cache next to its share of the weights in its own NUMA node
     (a rank that outgrows its node is killed: vLLM issue 29233 / exit code 9), so the budget is the
@@ -187,12 +213,12 @@ def kv_cache_gib(facts, rank_cpus, tp_size, ranks_per_node, weights_gib, headroo
         if node is None or not node["memory_mib"]:
             raise TuningError("Cannot size the KV cache: the NUMA node of CPU %s reports no memory. Set %s."
                               % (cpus[0] if cpus else "?", variable))
-        share = node["memory_mib"] / float(GIB_MIB) / ranks_per_node
-        headroom = max(1.0, share * 0.1) if headroom_gib in (None, "") else _number(headroom_gib, "vllm_serve_memory_headroom_gib")
-        budgets.append((share - weights / tp_size - headroom, node["id"], share, headroom))
-    budget, node_id, share, headroom = min(budgets)
+        share = node["memory_mib"] / float(GIB_MIB) / node_ranks
+        kept = headroom(share, headroom_gib)
+        budgets.append((share - weights / tp_size - kept, node["id"], share, kept))
+    budget, node_id, share, kept = min(budgets)
     explain = ("NUMA node %d gives each rank %.1f GiB; weights take %.1f GiB per rank and the headroom %.1f GiB"
-               % (node_id, share, weights / tp_size, headroom))
+               % (node_id, share, weights / tp_size, kept))
     if override not in (None, ""):
         value = _positive_int(override, variable)
         if value > budget:
@@ -347,11 +373,54 @@ def estimate_weights_gib(params_billion, model_dtype):
     return params * 1e9 * DTYPE_BYTES.get(model_dtype, 4) / float(1024 ** 3)
 
 
+def _weights_source(item, summary):
+    if item.get("model_weights_gib") not in (None, ""):
+        return "model_weights_gib"
+    if item.get("model_params_billion") not in (None, ""):
+        return "model_params_billion"
+    return "files" if summary else None
+
+
+def _model_rules(facts, summary, item, variable):
+    """Settings a checkpoint needs (module_utils/vllm_model_info.serving_rules); refuses one vLLM's
+    CPU backend cannot serve on this host's architecture."""
+    if not summary:
+        return {"dtype": None, "reasons": []}
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info
+    try:
+        return vllm_model_info.serving_rules(summary, facts)
+    except vllm_model_info.ModelInfoError as error:
+        raise TuningError("%s.model: %s (got %s); serve an unquantized, INT8 W8A8 or INT4 W4A8 checkpoint."
+                          % (variable, error, item.get("model_label") or summary.get("path") or "?"))
+
+
+def model_weights_gib(item, summary, model_dtype, variable):
+    """GiB the weights take in memory: the user's model_weights_gib, else the model's own files
+    (vllm_model_info.memory_weight_bytes at the serving dtype), else model_params_billion x bytes
+    per parameter. A model none of these weighs is refused: sizing it as weightless would give the
+    KV cache the weights' memory and get the worker OOM-killed at load."""
+    if item.get("model_weights_gib") not in (None, ""):
+        return _number(item["model_weights_gib"], variable + ".model_weights_gib")
+    if summary:
+        from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info
+        return vllm_model_info.memory_weight_bytes(summary, model_dtype) / float(GIB_BYTES)
+    if item.get("model_params_billion") not in (None, ""):
+        return estimate_weights_gib(_number(item["model_params_billion"], variable + ".model_params_billion"),
+                                    model_dtype)
+    raise TuningError(
+        "%s: the model's weights are unknown, so the KV cache cannot be sized (got model %s, no model files read, no "
+        "size given); serve a model from vllm_model_models or a local directory, or set %s.model_weights_gib or "
+        "%s.model_params_billion." % (variable, item.get("model_label") or "unset", variable, variable))
+
+
 def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_gib=1, memory_headroom_gib=None):
     """Settings of every vLLM instance on the host.
 
     instances: list of dicts with optional keys name, tensor_parallel_size, omp_threads_bind,
-    kv_cache_gib, dtype, onednn_fpmath_mode, model_weights_gib, model_params_billion.
+    kv_cache_gib, dtype, onednn_fpmath_mode, model_weights_gib, model_params_billion, and
+    model_summary (vllm_model_info.summarize() of the model's directory) and model_label (the
+    model as the user named it, for messages). Every instance needs a size: model_weights_gib,
+    model_params_billion or model_summary.
     Returns one dict per instance with the values and the environment the unit gets.
     """
     instances = instances or [{}]
@@ -368,9 +437,7 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
         raise TuningError("All instances on one host must use the same tensor_parallel_size (got %s): the host's "
                           "NUMA nodes are shared out evenly." % ", ".join(str(size) for size in sizes))
     tp_size = sizes[0]
-    ranks = len(instances) * tp_size
-    node_count = len(_usable_nodes(facts))
-    ranks_per_node = max(1, ranks // node_count) if ranks > node_count else 1
+    node_ranks = ranks_per_node(facts, len(instances), tp_size)
     computed = _rank_cpus(facts, len(instances), tp_size, reserved)
     occupied = _rank_cpus(facts, len(instances), tp_size, reserved, with_reserved=True)
     profiles = []
@@ -392,16 +459,15 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
                 if claimed.setdefault(cpu, names[index]) != names[index]:
                     raise TuningError("%s binds CPU %d, which instance %s already uses: instances must not share CPUs."
                                       % (variable + ".omp_threads_bind", cpu, claimed[cpu]))
-        model_dtype = dtype(facts, item.get("dtype"), variable + ".dtype")
-        if item.get("model_weights_gib") not in (None, ""):
-            weights = _number(item["model_weights_gib"], variable + ".model_weights_gib")
-        else:
-            weights = estimate_weights_gib(item.get("model_params_billion", 0) or 0, model_dtype)
-        kv = kv_cache_gib(facts, rank_cpus, tp_size, ranks_per_node, weights, memory_headroom_gib,
+        summary = item.get("model_summary")
+        rules = _model_rules(facts, summary, item, variable)
+        model_dtype = dtype(facts, item.get("dtype") if item.get("dtype") not in (None, "") else rules["dtype"],
+                            variable + ".dtype")
+        weights = model_weights_gib(item, summary, model_dtype, variable)
+        kv = kv_cache_gib(facts, rank_cpus, tp_size, node_ranks, weights, memory_headroom_gib,
                           kv_cache_min_gib, item.get("kv_cache_gib"), variable + ".kv_cache_gib")
         fpmath = fpmath_mode(facts, item.get("onednn_fpmath_mode"), variable + ".onednn_fpmath_mode")
         env = {
-            "VLLM_CPU_KVCACHE_SPACE": str(kv),
             "VLLM_CPU_OMP_THREADS_BIND": bind,
             "VLLM_CPU_NUM_OF_RESERVED_CPU": str(reserved),
         }
@@ -419,7 +485,13 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
             "dtype": model_dtype,
             "onednn_fpmath_mode": fpmath,
             "environment": env,
-            "arguments": ["--dtype", model_dtype, "--tensor-parallel-size", str(tp_size)]
+            "model_weights_source": _weights_source(item, summary),
+            "quantization": (summary or {}).get("quantization"),
+            # The KV size reaches vLLM as --kv-cache-memory-bytes: vLLM 0.32 and 0.33 read it on CPU
+            # (cpu_worker.py determine_available_memory) and call VLLM_CPU_KVCACHE_SPACE a legacy
+            # setting that, when set, overrides the flag (platforms/cpu.py "Legacy setting").
+            "arguments": ["--dtype", model_dtype, "--tensor-parallel-size", str(tp_size),
+                          "--kv-cache-memory-bytes", str(kv * GIB_BYTES)]
             + (["--distributed-executor-backend", "mp"] if tp_size > 1 else []),
         })
     return profiles

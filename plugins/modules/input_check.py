@@ -46,6 +46,12 @@ errors:
   returned: when more than one problem is found
   type: list
   elements: str
+model_info:
+  description:
+    - What M(arm_inference.vllm.vllm_model_info) read of the local models vllm_serve's instances serve
+      (placed by vllm_model or absolute paths), when vllm_serve is checked and there are such models.
+  returned: when read
+  type: dict
 ansible_facts:
   description: C(arm_inference_host), the host's CPUs, NUMA nodes and memory, when the check read them.
   returned: when vllm_build or vllm_serve is checked

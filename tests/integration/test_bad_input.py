@@ -14,7 +14,9 @@ SECRET = "s3cr3t-token"
 RELAXED_FLOOR = {"build_deps_compiler_floor_policy": "warn"}
 
 # vllm_serve without the tcmalloc role: the cases below are about other variables.
-SERVE = {"vllm_serve_model": "/srv/models/m", "vllm_serve_preload_tcmalloc": False}
+# /srv/models/m does not exist, so its size is given: nothing could weigh it.
+SERVE = {"vllm_serve_model": "/srv/models/m", "vllm_serve_preload_tcmalloc": False,
+         "vllm_serve_instances": [{"name": "main", "model_weights_gib": 1}]}
 
 # Every variable's rules run in site.yml's preflight (test_preflight_matrix.py, 100+ cases on one fresh
 # host). Here: each role refuses bad input on its own when it runs alone (one case each, through the
@@ -32,7 +34,13 @@ CASES = [
      ["python_venv_pip_index_url: must be an http://, https:// or file:// URL"]),
     ("vllm_serve", dict(SERVE, vllm_serve_host="0.0.0.0"), ["vllm_serve_host is 0.0.0.0", "no API key is configured"]),
     ("vllm_serve", dict(SERVE, vllm_serve_api_key=SECRET + "\nX=1"), ["vllm_serve_api_key: contains control characters"]),
-    ("vllm_serve", {"vllm_serve_model": "/srv/models/m"}, ["vllm_serve_preload_tcmalloc", "vllm_serve_tcmalloc_path"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main", "model": "llama"}]),
+     ["vllm_serve_instances[0].model: llama is neither a model declared in vllm_model_models"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main", "model": "org/hub-model"}]),
+     ["vllm_serve_instances[0]: the model's weights are unknown", "model_weights_gib", "model_params_billion"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main"}]),
+     ["vllm_serve_instances[0].model (or vllm_serve_model): the model directory cannot be read", "/srv/models/m"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_preload_tcmalloc=True), ["vllm_serve_preload_tcmalloc", "vllm_serve_tcmalloc_path"]),
     ("vllm_serve", SERVE, ["no vLLM found in vllm_serve_venv_path /opt/vllm/current/venv", "vllm_build"]),
     ("vllm_build", {"vllm_build_git_ref": "v1 --upload-pack=touch"},
      ["vllm_build_git_ref: must be a tag, branch or commit", "'v1 --upload-pack=touch'"]),

@@ -18,12 +18,13 @@ SERVE = {
     # Two instances share the container's 2 CPUs: one each, none reserved.
     "vllm_serve_reserved_cpus_per_rank": 0,
     "vllm_serve_restart_sec": 1,
-    "vllm_serve_instances": [{"name": "alpha"}, {"name": "beta"}],
+    # The fixture's model is a hub id nothing places, so nothing weighs it: its size is stated.
+    "vllm_serve_instances": [{"name": "alpha", "model_weights_gib": 0.1}, {"name": "beta", "model_weights_gib": 0.1}],
 }
 # The computed layout shares the host among the instances, so removing one re-tunes the others; with
 # their CPUs and KV cache pinned, alpha's settings do not depend on beta.
-ALPHA = {"name": "alpha", "omp_threads_bind": "0", "cpu_affinity": "0", "kv_cache_gib": 1}
-BETA = {"name": "beta", "omp_threads_bind": "1", "cpu_affinity": "1", "kv_cache_gib": 1}
+ALPHA = {"name": "alpha", "omp_threads_bind": "0", "cpu_affinity": "0", "kv_cache_gib": 1, "model_weights_gib": 0.1}
+BETA = {"name": "beta", "omp_threads_bind": "1", "cpu_affinity": "1", "kv_cache_gib": 1, "model_weights_gib": 0.1}
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,7 @@ def test_an_instance_that_never_gets_healthy_fails_with_its_journal(host, tmp_pa
     # An empty key file: the launcher refuses to serve unauthenticated, so /health never answers.
     assert host.exec("install -m 0600 /dev/null /etc/vllm-serve-empty-key").returncode == 0
     broken = dict(SERVE, vllm_serve_api_key="", vllm_serve_api_key_file="/etc/vllm-serve-empty-key",
-                  vllm_serve_instances=[{"name": "alpha"}], vllm_serve_health_timeout=5)
+                  vllm_serve_instances=[{"name": "alpha", "model_weights_gib": 0.1}], vllm_serve_health_timeout=5)
     result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", broken)
     assert result.returncode != 0
     assert "not every instance answered /health within 5 s (vllm_serve_health_timeout)" in output, output[-3000:]

@@ -18,10 +18,14 @@ TABLE_BEGIN = "<!-- BEGIN GENERATED TABLE (make golden) -->"
 TABLE_END = "<!-- END GENERATED TABLE -->"
 
 # Two model sizes the sources serve on Arm CPUs: Qwen2.5-0.5B (Arm learning path) and
-# Llama-3.1-8B (vLLM's own arm64 CPU benchmark configuration).
+# Llama-3.1-8B (vLLM's own arm64 CPU benchmark configuration), the latter also weighed from the
+# published files of a Llama-3.1-8B bf16 checkpoint (tests/unit/samples/models).
+FILES_MODEL = "llama-3.1-8b-bf16"
 SCENARIOS = (
     ("0.5B-parameter model, one instance", [{"model_params_billion": 0.5}]),
     ("8B-parameter model, one instance", [{"model_params_billion": 8}]),
+    ("Llama-3.1-8B bf16 weighed from its files (samples/models/%s), one instance" % FILES_MODEL,
+     [{"model_summary": FILES_MODEL}]),
 )
 
 
@@ -37,6 +41,7 @@ def _imports():
 def compute(name):
     """(facts, [(scenario title, profiles or error text)]) for one sample."""
     samples, host_facts, tuning = _imports()
+    import model_samples  # importable once _imports() has put tests/unit on sys.path
     facts = host_facts.build_host_facts(samples.load_sample(name))
     results = []
     scenarios = list(SCENARIOS)
@@ -45,6 +50,9 @@ def compute(name):
                           [{"name": "node%d" % node, "model_params_billion": 0.5, "tensor_parallel_size": 1}
                            for node in facts["binding_nodes"]]))
     for title, instances in scenarios:
+        instances = [dict(item, model_summary=model_samples.summary(item["model_summary"],
+                                                                    "/models/%s" % item["model_summary"]))
+                     if "model_summary" in item else item for item in instances]
         try:
             results.append((title, tuning.serve_profile(facts, instances)))
         except tuning.TuningError as error:
@@ -88,7 +96,8 @@ def render_sample(name):
             lines.append(outcome)
             continue
         for profile in outcome:
-            lines.append("[%s]" % profile["name"])
+            lines.append("[%s] weights %.2f GiB (%s)"
+                         % (profile["name"], profile["model_weights_gib"], profile["model_weights_source"]))
             lines += ["%s=%s" % item for item in sorted(profile["environment"].items())]
             lines.append("vllm serve %s" % " ".join(profile["arguments"]))
     return "\n".join(lines) + "\n"
@@ -97,21 +106,24 @@ def render_sample(name):
 def render_table():
     samples, dummy_host_facts, tuning = _imports()
     rows = ["| sample | CPU | platform | bf16 | build class | MAX_JOBS | TP | OMP bind | KV GiB 0.5B / 8B "
-            "| dtype | fpmath |", "|" + "---|" * 11]
+            "| 8B bf16 files: weights / KV GiB | dtype | fpmath |", "|" + "---|" * 12]
     for name in samples.sample_names():
         facts, results = compute(name)
         cpu = facts["cpu"]
-        small, large = results[0][1], results[1][1]
+        small, large, files = results[0][1], results[1][1], results[2][1]
         first = small[0] if not isinstance(small, str) else None
         kv = " / ".join(str(outcome[0]["kv_cache_gib"]) if not isinstance(outcome, str) else
                         ("unknown memory" if "reports no memory" in outcome else "does not fit")
                         for outcome in (small, large))
-        rows.append("| [%s](../tests/unit/samples/%s/SOURCE.md) | %s | %s | %s | `%s` | %s | %s | `%s` | %s | %s | %s |" % (
-            name, name, cpu["model_name"] or "?", cpu["platform"] or "-", "yes" if cpu["bf16"] else "no",
-            tuning.build_class(facts), _max_jobs(facts),
-            first["tensor_parallel_size"] if first else "-", first["omp_threads_bind"] if first else "-", kv,
-            first["dtype"] if first else tuning.dtype(facts),
-            (first["onednn_fpmath_mode"] if first else tuning.fpmath_mode(facts)) or "unset"))
+        weighed = ("%.2f / %s" % (files[0]["model_weights_gib"], files[0]["kv_cache_gib"]) if not isinstance(files, str)
+                   else ("unknown memory" if "reports no memory" in files else "does not fit"))
+        rows.append("| [%s](../tests/unit/samples/%s/SOURCE.md) | %s | %s | %s | `%s` | %s | %s | `%s` | %s | %s | %s "
+                    "| %s |" % (
+                        name, name, cpu["model_name"] or "?", cpu["platform"] or "-", "yes" if cpu["bf16"] else "no",
+                        tuning.build_class(facts), _max_jobs(facts),
+                        first["tensor_parallel_size"] if first else "-", first["omp_threads_bind"] if first else "-",
+                        kv, weighed, first["dtype"] if first else tuning.dtype(facts),
+                        (first["onednn_fpmath_mode"] if first else tuning.fpmath_mode(facts)) or "unset"))
     return "\n".join(rows) + "\n"
 
 

@@ -96,7 +96,9 @@ def test_engine_processes_have_tcmalloc_and_the_tuned_environment(host):
     assert len(pids) >= 2, pids
     env = dict(line.split("=", 1) for line in host.check_output(
         "tr '\\0' '\\n' < /proc/%d/environ" % main_pid).splitlines() if "=" in line)
-    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert "VLLM_CPU_KVCACHE_SPACE" not in env
+    arguments = host.check_output("tr '\\0' '\\n' < /proc/%d/cmdline" % main_pid).splitlines()
+    assert arguments[arguments.index("--kv-cache-memory-bytes") + 1] == str(1024 ** 3)
     assert env["VLLM_CPU_OMP_THREADS_BIND"] and env["HF_HUB_OFFLINE"] == "1"
     for pid in pids:
         assert "libtcmalloc" in host.check_output("cat /proc/%d/maps" % pid), pid

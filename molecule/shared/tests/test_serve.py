@@ -98,10 +98,14 @@ def test_process_has_the_computed_environment_tcmalloc_and_cpu_binding(host):
             expected[key] = json.loads(value)
     environ = dict(item.split("=", 1) for item in
                    host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % pid).splitlines() if "=" in item)
-    for key in ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "LD_PRELOAD",
+    for key in ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "LD_PRELOAD",
                 "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS"):
         assert environ.get(key) == expected[key], key
-    assert int(environ["VLLM_CPU_KVCACHE_SPACE"]) >= 1
+    # The KV size is an argument (vLLM 0.32 reads --kv-cache-memory-bytes on CPU); the legacy variable
+    # would override it, so it is never set.
+    assert "VLLM_CPU_KVCACHE_SPACE" not in environ
+    arguments = host.check_output("tr '\\0' '\\n' < /proc/%d/cmdline" % pid).splitlines()
+    assert arguments[arguments.index("--kv-cache-memory-bytes") + 1] == str(2 * 1024 ** 3)
     # Under qemu-user the CPU reports the host's x86 flags, so no bf16 is claimed and no fpmath is set.
     assert "ONEDNN_DEFAULT_FPMATH_MODE" not in environ
     assert "libtcmalloc" in host.check_output("cat /proc/%d/maps" % pid)

@@ -127,5 +127,5 @@ def test_unit_prints_the_computed_tuning(fake_venv):
 
 def test_no_api_key_means_no_credential_line(fake_venv):
     facts = host_facts.build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
-    [(dummy_unit, text, dummy_env)] = render(facts, [{"name": "main"}], fake_venv, api_key=False)
+    [(dummy_unit, text, dummy_env)] = render(facts, [{"name": "main", "model_params_billion": 0.5}], fake_venv, api_key=False)
     assert not any(line.startswith("LoadCredential=") for line in text.splitlines())

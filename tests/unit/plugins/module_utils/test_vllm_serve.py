@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import pytest
 
+import model_samples
 import published_samples
 from ansible_collections.arm_inference.vllm.plugins.filter.vllm_serve import vllm_serve_units
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import (
     ServeError,
     environment_line,
+    model_paths,
     serve_units,
     systemd_quote,
 )
 from ansible.errors import AnsibleFilterError
 
-MODEL = "/srv/models/tiny"
+MODEL = "/srv/models/llama-3.1-8b"
+# What the vllm_model_info module reports for MODEL: the published Llama-3.1-8B bf16 sample.
+MODEL_INFO = {"models": {MODEL: model_samples.summary("llama-3.1-8b-bf16", MODEL)}, "errors": {}}
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +34,12 @@ def altra():
 
 def _error(facts, instances, settings=None):
     with pytest.raises(ServeError) as caught:
-        serve_units(facts, instances, dict({"model": MODEL}, **(settings or {})))
+        serve_units(facts, instances, dict({"model": MODEL, "model_info": MODEL_INFO}, **(settings or {})))
     return str(caught.value)
 
 
 def test_single_instance_defaults(altra):
-    [unit] = serve_units(altra, [{}], {"model": MODEL, "tcmalloc_path": "/usr/lib/libtcmalloc_minimal.so.4"})
+    [unit] = serve_units(altra, [{}], {"model": MODEL, "model_info": MODEL_INFO, "tcmalloc_path": "/usr/lib/libtcmalloc_minimal.so.4"})
     assert unit["name"] == "main" and unit["unit"] == "vllm-serve-main.service"
     assert unit["port"] == 8000 and unit["host"] == "127.0.0.1"
     assert unit["health_url"] == "http://127.0.0.1:8000/health"
@@ -51,7 +55,7 @@ def test_single_instance_defaults(altra):
 
 def test_one_instance_per_node_gets_its_own_port_cpus_and_dirs(superchip):
     units = serve_units(superchip, [{"name": "node0", "tensor_parallel_size": 1},
-                                    {"name": "node1", "tensor_parallel_size": 1, "port": 9000}], {"model": MODEL})
+                                    {"name": "node1", "tensor_parallel_size": 1, "port": 9000}], {"model": MODEL, "model_info": MODEL_INFO})
     assert [unit["port"] for unit in units] == [8000, 9000]
     assert [unit["cpu_affinity"] for unit in units] == ["0-71", "72-143"]
     assert units[0]["state_dir"] != units[1]["state_dir"]
@@ -64,9 +68,9 @@ def test_empty_instance_list_means_no_units(altra):
 
 
 def test_wildcard_bind_is_checked_on_loopback(altra):
-    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], {"model": MODEL, "api_key_configured": True})
+    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
     assert unit["health_url"] == "http://127.0.0.1:8000/health"
-    [unit] = serve_units(altra, [{"host": "::"}], {"model": MODEL, "api_key_configured": True})
+    [unit] = serve_units(altra, [{"host": "::"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
     assert unit["health_url"] == "http://[::1]:8000/health"
 
 
@@ -74,8 +78,10 @@ def test_wildcard_bind_is_checked_on_loopback(altra):
     ([{"host": "0.0.0.0"}], {}, "vllm_serve_instances[0].host is 0.0.0.0, reachable from other machines"),
     ([{}], {"host": "10.0.0.5"}, "vllm_serve_host is 10.0.0.5"),
     ([{}], {"host": "myhost"}, "vllm_serve_host must be an IP address"),
-    ([{"model": ""}], {"model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model) is required"),
-    ([{"model": "not a model"}], {}, "must be an absolute path or a hub id"),
+    ([{"model": ""}], {"model": ""}, "vllm_serve_instances[0].model is required"),
+    ([{}], {"model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model) is required"),
+    ([{"model": "not a model"}], {}, "vllm_serve_instances[0].model: not a model is neither a model declared in "
+                                     "vllm_model_models (none declared), an absolute path nor a hub id"),
     ([{"name": "Bad Name"}], {}, "vllm_serve_instances[0].name must be"),
     ([{"name": "a"}, {"name": "b", "port": 8000}], {}, "vllm_serve_instances[1].port 8000 is already used by instance a"),
     ([{"port": 70000}], {}, "vllm_serve_instances[0].port must be a TCP port"),
@@ -97,8 +103,8 @@ def test_bad_input_names_the_variable(altra, instances, settings, expected):
 
 
 def test_remote_bind_allowed_with_key_or_explicit_override(altra):
-    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "api_key_configured": True})
-    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "allow_unauthenticated": True})
+    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
+    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "model_info": MODEL_INFO, "allow_unauthenticated": True})
 
 
 def test_quoting_for_systemd_and_environment_files():
@@ -112,28 +118,28 @@ def test_quoting_for_systemd_and_environment_files():
 
 def test_extra_args_and_served_name_reach_the_command_line(altra):
     [unit] = serve_units(altra, [{"served_model_name": "my model", "extra_args": ["--enforce-eager"],
-                                  "max_model_len": 4096}], {"model": MODEL, "extra_args": ["--disable-log-requests"]})
+                                  "max_model_len": 4096}], {"model": MODEL, "model_info": MODEL_INFO, "extra_args": ["--disable-log-requests"]})
     assert '--served-model-name "my model"' in unit["exec_start"]
     assert unit["arguments"][-2:] == ["--disable-log-requests", "--enforce-eager"]
     assert "--max-model-len 4096" in unit["exec_start"]
 
 
 def test_user_bind_string_leaves_affinity_to_the_user(altra):
-    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31"}], {"model": MODEL})
+    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31"}], {"model": MODEL, "model_info": MODEL_INFO})
     assert unit["cpu_affinity"] == ""
-    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31", "cpu_affinity": "0-32"}], {"model": MODEL})
+    [unit] = serve_units(altra, [{"omp_threads_bind": "0-31", "cpu_affinity": "0-32"}], {"model": MODEL, "model_info": MODEL_INFO})
     assert unit["cpu_affinity"] == "0-32"
 
 
 def test_filter_turns_errors_into_filter_errors(altra):
     with pytest.raises(AnsibleFilterError, match="vllm_serve_instances\\[0\\].port"):
-        vllm_serve_units(altra, [{"port": 0}], {"model": MODEL})
+        vllm_serve_units(altra, [{"port": 0}], {"model": MODEL, "model_info": MODEL_INFO})
     with pytest.raises(AnsibleFilterError, match="run arm_inference.vllm.host_facts first"):
         vllm_serve_units({}, [{}], {})
 
 
 def test_key_transport_file_names_the_file_and_credential_does_not(altra):
-    settings = {"model": MODEL, "api_key_configured": True, "api_key_file": "/etc/vllm-serve/api_key"}
+    settings = {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True, "api_key_file": "/etc/vllm-serve/api_key"}
     [unit] = serve_units(altra, [{}], dict(settings, api_key_transport="file"))
     assert unit["environment"]["ARM_INFERENCE_API_KEY_FILE"] == "/etc/vllm-serve/api_key"
     assert unit["environment"]["ARM_INFERENCE_API_KEY_REQUIRED"] == "1"
@@ -141,8 +147,67 @@ def test_key_transport_file_names_the_file_and_credential_does_not(altra):
     assert "ARM_INFERENCE_API_KEY_FILE" not in unit["environment"]
     # Clients (smoke.yml) find the key where it is stored on the host, whatever the transport.
     assert unit["endpoint"] == {"name": "main", "base_url": "http://127.0.0.1:8000", "api_key_file": "/etc/vllm-serve/api_key"}
-    [unit] = serve_units(altra, [{}], {"model": MODEL})
+    [unit] = serve_units(altra, [{}], {"model": MODEL, "model_info": MODEL_INFO})
     assert "ARM_INFERENCE_API_KEY_REQUIRED" not in unit["environment"]
     assert unit["endpoint"]["api_key_file"] == ""
     assert "vllm_serve_api_key_transport must be one of credential, file" in _error(
         altra, [{}], {"api_key_transport": "env"})
+
+
+# --- models vllm_model placed, local paths and hub ids -------------------------------------------
+
+PLACED_PATH = "/var/lib/vllm-models/llama/current"
+PLACED = {"llama": {"path": PLACED_PATH, "revision": "0e9e39f249a16976918f6564b8830bc894c89659", "source": "hf"}}
+DECLARED = [{"name": "llama", "repo_id": "meta-llama/Llama-3.1-8B-Instruct"}, {"name": "qwen", "repo_id": "Qwen/x"}]
+PLACED_INFO = {"models": {PLACED_PATH: model_samples.summary("llama-3.1-8b-bf16", PLACED_PATH)}, "errors": {}}
+
+
+def test_a_placed_model_is_served_from_its_verified_directory_offline():
+    c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
+    settings = {"declared_models": DECLARED, "placed_models": PLACED, "model_info": PLACED_INFO, "offline": False}
+    [unit] = serve_units(c8g, [{"model": "llama"}], settings)
+    arguments = unit["arguments"]
+    assert arguments[:4] == ["--model", PLACED_PATH, "--served-model-name", "llama"]
+    assert unit["environment"]["HF_HUB_OFFLINE"] == "1" and unit["environment"]["TRANSFORMERS_OFFLINE"] == "1"
+    assert unit["model_source"]["revision"] == PLACED["llama"]["revision"]
+    assert unit["profile"]["model_weights_gib"] == 14.96 and unit["profile"]["kv_cache_gib"] == 100
+    assert arguments[arguments.index("--kv-cache-memory-bytes") + 1] == str(100 * 1024 ** 3)
+    assert "VLLM_CPU_KVCACHE_SPACE" not in unit["environment"]
+
+
+def test_model_paths_lists_the_local_directories_to_read():
+    settings = {"model": "llama", "declared_models": DECLARED, "placed_models": PLACED}
+    instances = [{"name": "a"}, {"name": "b", "model": MODEL}, {"name": "c", "model": "org/hub-model"},
+                 {"name": "d", "model": "llama"}]
+    assert model_paths(instances, settings) == [PLACED_PATH, MODEL]
+
+
+@pytest.mark.parametrize("instances, settings, expected", [
+    ([{"model": "qwen"}], {}, "vllm_serve_instances[0].model: model qwen is declared in vllm_model_models but not "
+                              "placed on this host (got qwen, vllm_model_placed has llama); run the vllm_model role"),
+    ([{"model": "mistral"}], {}, "vllm_serve_instances[0].model: mistral is neither a model declared in "
+                                 "vllm_model_models (llama, qwen), an absolute path nor a hub id org/name (got "
+                                 "'mistral'); declare the model in vllm_model_models or correct the name."),
+    ([{}], {"model": "org/hub-model"}, "vllm_serve_instances[0]: the model's weights are unknown, so the KV cache "
+                                       "cannot be sized (got model org/hub-model"),
+    ([{"model": "/srv/missing"}], {}, "vllm_serve_instances[0].model: the model directory cannot be read: "
+                                      "/srv/missing is not a directory. (got /srv/missing)"),
+    ([{"model": "llama"}], {"model_info": {"models": {}, "errors": {PLACED_PATH: "it is incomplete"}}},
+     "vllm_serve_instances[0].model: the model directory cannot be read: it is incomplete (got %s); run the "
+     "vllm_model role again" % PLACED_PATH),
+])
+def test_models_that_cannot_be_served_or_weighed_are_refused(instances, settings, expected):
+    c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
+    merged = dict({"declared_models": DECLARED, "placed_models": PLACED, "model_info": {
+        "models": {}, "errors": {"/srv/missing": "/srv/missing is not a directory."}}}, **settings)
+    with pytest.raises(ServeError) as caught:
+        serve_units(c8g, instances, merged)
+    assert expected in str(caught.value)
+
+
+def test_a_hub_id_with_a_size_or_a_missing_path_with_a_size_is_served():
+    c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
+    [unit] = serve_units(c8g, [{"model": "org/hub-model", "model_params_billion": 8}], {})
+    assert unit["arguments"][:2] == ["--model", "org/hub-model"] and unit["profile"]["kv_cache_gib"] == 100
+    [unit] = serve_units(c8g, [{"model": "/srv/elsewhere", "model_weights_gib": 15}], {})
+    assert unit["profile"]["model_weights_source"] == "model_weights_gib"

@@ -9,6 +9,21 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tun
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 
 
+SIZE_KEYS = ("model_weights_gib", "model_params_billion", "model_summary")
+
+
+def serve(facts, instances=None, *args, **kwargs):
+    """serve_profile() with a 0.5B-parameter model for every instance that states no size (the tests
+    here are about CPUs and memory, not about the model; sizing is tested below and in
+    test_vllm_model_info.py)."""
+    if isinstance(instances, list):
+        instances = [item if not isinstance(item, dict) or any(key in item for key in SIZE_KEYS)
+                     else dict(item, model_params_billion=0.5) for item in instances]
+    elif instances is None:
+        instances = [{"model_params_billion": 0.5}]
+    return tuning.serve_profile(facts, instances, *args, **kwargs)
+
+
 @pytest.fixture(scope="module")
 def superchip():
     return build_host_facts(published_samples.load_sample("grace-superchip"))
@@ -37,24 +52,24 @@ def test_tensor_parallel_that_does_not_fit_names_the_variable(superchip, size):
 
 
 def test_four_ranks_split_each_node_in_two(superchip):
-    profile, = tuning.serve_profile(superchip, [{"tensor_parallel_size": 4}])
+    profile, = serve(superchip, [{"tensor_parallel_size": 4}])
     assert profile["omp_threads_bind"] == "0-34|36-70|72-106|108-142"
     assert profile["omp_threads"] == 140
 
 
 def test_instances_share_nodes_and_keep_one_cpu_each(superchip):
-    first, second = tuning.serve_profile(superchip, [{"name": "a"}, {"name": "b"}])
+    first, second = serve(superchip, [{"name": "a"}, {"name": "b"}])
     assert (first["omp_threads_bind"], second["omp_threads_bind"]) == ("0-70", "72-142")
     assert first["environment"]["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
 
 
 def test_reserving_zero_cpus_binds_them_all(superchip):
-    profile, = tuning.serve_profile(superchip, reserved_cpus_per_rank=0)
+    profile, = serve(superchip, reserved_cpus_per_rank=0)
     assert profile["omp_threads_bind"] == "0-71|72-143"
 
 
 def test_bind_override_is_validated_and_normalized(superchip):
-    profile, = tuning.serve_profile(superchip, [{"omp_threads_bind": "0,1,2,3|72-75"}])
+    profile, = serve(superchip, [{"omp_threads_bind": "0,1,2,3|72-75"}])
     assert profile["omp_threads_bind"] == "0-3|72-75" and profile["omp_threads"] == 8
 
 
@@ -68,40 +83,42 @@ def test_bind_override_is_validated_and_normalized(superchip):
 ])
 def test_bad_bind_override(superchip, bind, message):
     with pytest.raises(tuning.TuningError, match="vllm_serve_instances\\[0\\].omp_threads_bind.*" + message):
-        tuning.serve_profile(superchip, [{"omp_threads_bind": bind}])
+        serve(superchip, [{"omp_threads_bind": bind}])
 
 
 def test_auto_and_nobind_pass_through(superchip):
-    assert tuning.serve_profile(superchip, [{"omp_threads_bind": "auto"}])[0]["omp_threads_bind"] == "auto"
-    assert tuning.serve_profile(superchip, [{"omp_threads_bind": "nobind"}])[0]["omp_threads_bind"] == "nobind"
+    assert serve(superchip, [{"omp_threads_bind": "auto"}])[0]["omp_threads_bind"] == "auto"
+    assert serve(superchip, [{"omp_threads_bind": "nobind"}])[0]["omp_threads_bind"] == "nobind"
     with pytest.raises(tuning.TuningError, match="auto needs one NUMA node per rank"):
-        tuning.serve_profile(superchip, [{"omp_threads_bind": "auto", "tensor_parallel_size": 4}])
+        serve(superchip, [{"omp_threads_bind": "auto", "tensor_parallel_size": 4}])
 
 
 def test_kv_cache_budget_is_per_node_share(superchip):
-    profile, = tuning.serve_profile(superchip, [{"model_weights_gib": 100}])
+    profile, = serve(superchip, [{"model_weights_gib": 100}])
     # node 1 is the smaller: 481845 MiB = 470.6 GiB; minus 50 GiB weights per rank, minus 47.1 GiB headroom.
     assert profile["kv_cache_gib"] == 373
 
 
 def test_kv_cache_override_that_does_not_fit(superchip):
     with pytest.raises(tuning.TuningError, match="kv_cache_gib=500 does not fit: NUMA node 1 gives each rank 470.6 GiB"):
-        tuning.serve_profile(superchip, [{"kv_cache_gib": 500}])
-    assert tuning.serve_profile(superchip, [{"kv_cache_gib": 40}])[0]["environment"]["VLLM_CPU_KVCACHE_SPACE"] == "40"
+        serve(superchip, [{"kv_cache_gib": 500}])
+    profile, = serve(superchip, [{"kv_cache_gib": 40}])
+    assert "VLLM_CPU_KVCACHE_SPACE" not in profile["environment"]
+    assert profile["arguments"][profile["arguments"].index("--kv-cache-memory-bytes") + 1] == str(40 * 1024 ** 3)
 
 
 def test_kv_cache_floor(small_n1):
     with pytest.raises(tuning.TuningError, match="below the floor of 1 GiB.*set vllm_serve_instances\\[0\\].kv_cache_gib"):
-        tuning.serve_profile(small_n1, [{"model_params_billion": 8}])
+        serve(small_n1, [{"model_params_billion": 8}])
     with pytest.raises(tuning.TuningError, match="below the floor of 6 GiB"):
-        tuning.serve_profile(small_n1, [{"model_params_billion": 0.5}], kv_cache_min_gib=6)
+        serve(small_n1, [{"model_params_billion": 0.5}], kv_cache_min_gib=6)
 
 
 def test_unknown_memory_asks_for_the_kv_size():
     facts = build_host_facts(published_samples.load_sample("graviton3"))
     with pytest.raises(tuning.TuningError, match="reports no memory. Set vllm_serve_instances\\[0\\].kv_cache_gib"):
-        tuning.serve_profile(facts)
-    assert tuning.serve_profile(facts, [{"kv_cache_gib": 20}])[0]["kv_cache_gib"] == 20
+        serve(facts)
+    assert serve(facts, [{"kv_cache_gib": 20}])[0]["kv_cache_gib"] == 20
     with pytest.raises(tuning.TuningError, match="memory is unknown"):
         tuning.max_jobs(facts)
 
@@ -242,16 +259,33 @@ def test_build_class_of_an_emulated_host_is_unknown(superchip):
 ])
 def test_bad_instances(superchip, instances, message):
     with pytest.raises(tuning.TuningError, match=message):
-        tuning.serve_profile(superchip, instances)
+        serve(superchip, instances)
 
 
 def test_reserved_cpus_that_leave_nothing(small_n1):
     with pytest.raises(tuning.TuningError, match="vllm_serve_reserved_cpus_per_rank=2 leaves no CPU"):
-        tuning.serve_profile(small_n1, [{"model_params_billion": 0.5}], reserved_cpus_per_rank=2)
+        serve(small_n1, [{"model_params_billion": 0.5}], reserved_cpus_per_rank=2)
 
 
 def test_instances_must_not_share_cpus(superchip):
     with pytest.raises(tuning.TuningError, match="instances\\[1\\].omp_threads_bind binds CPU 60, which instance a already uses"):
-        tuning.serve_profile(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "60-70"}])
-    first, second = tuning.serve_profile(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "100-110"}])
+        serve(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "60-70"}])
+    first, second = serve(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "100-110"}])
     assert second["omp_threads_bind"] == "100-110"
+
+
+def test_a_model_nothing_weighs_is_refused(superchip):
+    """The issue's case: no size used to mean 0 GiB of weights and a KV cache that took their memory."""
+    with pytest.raises(tuning.TuningError, match=(
+            r"vllm_serve_instances\[0\]: the model's weights are unknown.*got model org/model.*set "
+            r"vllm_serve_instances\[0\].model_weights_gib or vllm_serve_instances\[0\].model_params_billion")):
+        tuning.serve_profile(superchip, [{"model_label": "org/model"}])
+    with pytest.raises(tuning.TuningError, match="weights are unknown"):
+        tuning.serve_profile(superchip)
+
+
+def test_the_kv_size_reaches_vllm_as_bytes_per_rank(superchip):
+    profile, = serve(superchip, [{"model_weights_gib": 100}])
+    arguments = profile["arguments"]
+    assert arguments[arguments.index("--kv-cache-memory-bytes") + 1] == str(373 * 1024 ** 3)
+    assert "VLLM_CPU_KVCACHE_SPACE" not in profile["environment"]
