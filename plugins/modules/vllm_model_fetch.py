@@ -106,10 +106,6 @@ revision:
   description: The revision placed (a hub commit, or the label of another source).
   returned: always
   type: str
-path:
-  description: The model's stable path, C(<store>/<name>/current).
-  returned: action place
-  type: str
 weight_bytes:
   description: Bytes of the weight files the source announces (or the record holds), before any download.
   returned: always
@@ -132,7 +128,7 @@ pruned:
   type: list
   elements: str
 placed:
-  description: The C(vllm_model_placed) entry of this model.
+  description: The C(vllm_model_placed) entry of this model, its stable path C(<store>/<name>/current) among them.
   returned: action place
   type: dict
 """
@@ -297,7 +293,6 @@ class Store:
         record = self.state["revisions"].get(revision) or result.get("_record")
         result.pop("_record", None)
         result["revision"] = revision
-        result["path"] = os.path.join(self.dir, store_rules.CURRENT)
         result["placed"] = store_rules.placed_fact(self.root, self.name, record)
         return result
 
