@@ -325,7 +325,7 @@ def verify_files(root, expected):
 
 
 def free_bytes(path):
-    """Free bytes for an unprivileged writer... and root: f_bavail of the nearest existing parent."""
+    """Free bytes on the file system of path (or its nearest existing parent), as an unprivileged writer sees them."""
     while not os.path.exists(path):
         path = os.path.dirname(path)
     stat = os.statvfs(path)

@@ -122,6 +122,14 @@ needed:
   description: For V(plan), whether the revision still has to be copied (and where, in RV(staging)).
   returned: action plan
   type: bool
+staging:
+  description: For V(plan), the staging directory a controller source is copied to.
+  returned: action plan
+  type: str
+manifest:
+  description: For V(manifest), each file's sha256 and size.
+  returned: action manifest
+  type: dict
 pruned:
   description: Revisions removed (or that would be in check mode).
   returned: action place

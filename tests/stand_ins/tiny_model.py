@@ -24,7 +24,7 @@ def write_tiny_model(directory, seed=0, hidden=16, vocab=64):
         count = 1
         for dimension in shape:
             count *= dimension
-        blob = struct.pack("<%df" % count, *(generator.uniform(-1, 1) for _ in range(count)))
+        blob = struct.pack("<%df" % count, *(generator.uniform(-1, 1) for index in range(count)))
         header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
