@@ -23,7 +23,7 @@ import shutil
 
 SOURCE_KINDS = {"hf": "hf", "file": "host", "controller": "controller", "s3": "s3", "http": "http", "https": "http"}
 # Sources whose placement the fetch module implements; the others are recognised so the error says so.
-IMPLEMENTED_KINDS = ("hf", "host", "controller")
+IMPLEMENTED_KINDS = ("hf", "host", "controller", "http")
 MODEL_KEYS = ("name", "source", "revision", "token", "include", "exclude", "endpoint", "sha256", "sha256sums")
 HUB_ONLY_KEYS = ("token", "include", "exclude", "endpoint")
 # File name patterns of weights: what the tuning has to fit in memory (the rest is config and tokenizer).
@@ -122,7 +122,7 @@ def normalize_model(model, index):
               "s3:// or https://")
     if kind not in IMPLEMENTED_KINDS:
         _fail(variable + ".source", "is a %s source, which this version of vllm_model cannot place yet" % kind,
-              source, "use hf://, file:// or controller:// for now")
+              source, "use hf://, https://, file:// or controller:// for now")
     location = source.partition("://")[2]
     normalized = {"name": name, "source": source, "kind": kind, "location": location}
 
@@ -162,7 +162,11 @@ def normalize_model(model, index):
             shown = "(hidden)" if key == "token" else model[key]
             _fail("%s.%s" % (variable, key), "only applies to hf:// sources", shown,
                   "remove it from this %s source" % kind)
-    if not location.startswith("/") or _CONTROL.search(location) or "/../" in location + "/":
+    if kind == "http":
+        if not re.match(r"^[^\s/]+/\S*$", location) or "/../" in location + "/":
+            _fail(variable + ".source", "must be the URL of the directory that holds the files", source,
+                  "write https://host/path/ (the file names come from sha256 or sha256sums)")
+    elif not location.startswith("/") or _CONTROL.search(location) or "/../" in location + "/":
         _fail(variable + ".source", "must name an absolute directory", source,
               "write %s:///absolute/path" % source.partition("://")[0])
     if revision is not None and revision != "" and (not isinstance(revision, str) or not _LABEL.match(revision)):
@@ -177,8 +181,8 @@ def normalize_model(model, index):
         if not isinstance(sums, str) or not sums:
             _fail(variable + ".sha256sums", "must be a file name", sums,
                   "name a SHA256SUMS file (relative to the model directory, or absolute)")
-    if kind == "host" and model.get("sha256") is None and sums is None:
-        _fail(variable, "a file:// source needs checksums to verify against", source,
+    if kind in ("host", "http") and model.get("sha256") is None and sums is None:
+        _fail(variable, "a %s source needs checksums to verify against" % source.partition("://")[0], source,
               "set sha256 (file: digest) or sha256sums (a SHA256SUMS file)")
     normalized.update(revision=revision or None, sha256=model.get("sha256"), sha256sums=sums)
     return normalized

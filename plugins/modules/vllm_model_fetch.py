@@ -38,7 +38,9 @@ options:
     description: The model's name (its directory in the store).
     type: str
   source:
-    description: Source URI, C(hf://org/name), C(file:///dir/on/host) or C(controller:///dir/on/controller).
+    description:
+      - Source URI, C(hf://org/name), C(https://host/dir/) (the files named by O(sha256) or O(sha256sums) under
+        that URL), C(file:///dir/on/host) or C(controller:///dir/on/controller).
     type: str
     required: true
   revision:
@@ -59,10 +61,10 @@ options:
     description: Hub endpoint (a mirror); default the client's.
     type: str
   sha256:
-    description: File name to sha256 for file and controller sources.
+    description: File name to sha256 for https, file and controller sources.
     type: dict
   sha256sums:
-    description: A SHA256SUMS file, relative to the source directory or absolute.
+    description: A SHA256SUMS file, relative to the source directory (or URL) or absolute.
     type: str
   manifest:
     description: For controller sources, the manifest V(manifest) computed on the controller.
@@ -142,11 +144,14 @@ placed:
 """
 
 import grp
+import hashlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.urllib.parse import quote, urljoin
+from ansible.module_utils.urls import open_url
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as store_rules
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_store import ModelStoreError
 
@@ -449,6 +454,89 @@ def place_host(store, module):
     return store.finish(revision, result)
 
 
+def _http_base(model):
+    return model["source"] if model["source"].endswith("/") else model["source"] + "/"
+
+
+def _http_open(model, url, method="GET", timeout=60):
+    try:
+        return open_url(url, method=method, timeout=timeout, follow_redirects="safe")
+    except Exception as error:  # HTTPError, URLError, TLS and socket errors
+        raise ModelStoreError("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, "
+                              "proxy and CA settings" % (model["name"], url, type(error).__name__, error))
+
+
+def _http_key(model):
+    """What a re-run without a revision label looks up: the checksums given, or the sums file's URL."""
+    if model.get("sha256"):
+        return store_rules.manifest_revision(dict((name, {"sha256": digest.lower()})
+                                                  for name, digest in model["sha256"].items()))
+    return "sha256sums:" + urljoin(_http_base(model), model["sha256sums"])
+
+
+def place_http(store, module):
+    """An HTTP(S) file list: each file <source>/<name> of the checksums, streamed into staging."""
+    model, result = store.model, {"changed": False}
+    key = _http_key(model)
+    revision = model["revision"] or store.state["refs"].get(key)
+    record = store.placed(revision) if revision else None
+    if record:
+        _announced(result, record)
+        result["_record"] = record
+        return store.finish(revision, result)
+    base = _http_base(model)
+    if model.get("sha256"):
+        expected = dict((name, digest.lower()) for name, digest in model["sha256"].items())
+    else:
+        url = urljoin(base, model["sha256sums"])
+        expected = store_rules.parse_sha256sums(_http_open(model, url).read().decode("utf-8", "replace"), url)
+    revision = model["revision"] or store_rules.manifest_revision(
+        dict((name, {"sha256": digest}) for name, digest in expected.items()))
+    existing = store.placed(revision)
+    if existing:
+        store.state["refs"][key] = revision
+        if not module.check_mode:
+            store_rules.write_state(store.dir, store.state)
+        result["_record"] = existing
+        _announced(result, existing)
+        return store.finish(revision, result)
+    sizes = {}
+    for name in expected:
+        length = _http_open(model, base + quote(name), method="HEAD").headers.get("Content-Length")
+        sizes[name] = int(length) if length and length.isdigit() else 0
+    result["weight_bytes"] = store_rules.weight_bytes(sizes)
+    result["total_bytes"] = sum(sizes.values())
+    result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
+    record = _record(model, revision, key, dict((name, {"sha256": expected[name], "size": sizes[name]})
+                                                for name in expected))
+    result["changed"] = True
+    result["_record"] = record
+    if module.check_mode:
+        return store.finish(revision, result)
+    store.ensure_dirs()
+    staging = store.staging(revision)
+    try:
+        if os.path.lexists(staging):
+            shutil.rmtree(staging)
+        os.mkdir(staging, 0o700)
+        for name in sorted(expected):
+            target = os.path.join(staging, name)
+            if not os.path.isdir(os.path.dirname(target)):
+                os.makedirs(os.path.dirname(target), 0o700)
+            response = _http_open(model, base + quote(name))
+            with open(target, "wb") as handle:
+                for block in iter(lambda: response.read(1 << 20), b""):
+                    handle.write(block)
+        files = store_rules.verify_files(staging, dict((name, {"sha256": expected[name]}) for name in expected))
+        record["files"] = files
+        record.update(weight_bytes=store_rules.weight_bytes(dict((n, e["size"]) for n, e in files.items())),
+                      total_bytes=sum(entry["size"] for entry in files.values()))
+        store.commit(revision, record, staged=staging)
+    except (ModelStoreError, OSError) as error:
+        _fail_cleanly(store, staging, error)
+    return store.finish(revision, result)
+
+
 def plan_controller(store, module):
     model, manifest = store.model, module.params["manifest"] or {}
     if not manifest:
@@ -514,6 +602,8 @@ def run(module):
         return place_hub(store, module)
     if kind == "host":
         return place_host(store, module)
+    if kind == "http":
+        return place_http(store, module)
     return place_controller(store, module)
 
 

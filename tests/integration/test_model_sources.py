@@ -1,6 +1,6 @@
 """vllm_model on one native Debian 12 container: the hub source through the real huggingface_hub client
-(against the hub stand-in, the real hub being unreachable here), the controller-directory and host-path
-sources, and bad input.
+(against the hub stand-in, the real hub being unreachable here), the controller-directory, HTTP file list
+(Python's own http.server on the loopback) and host-path sources, and bad input.
 
 The tests share one container and run in file order, each building on the store the previous one
 left: placed and verified; re-run changed=0 with the hub stopped; a revision switch keeping the old
@@ -211,23 +211,37 @@ def test_pruning_keeps_current_and_the_one_before(host, hub, tmp_path):
     assert entries(host) == [".state.json", COMMITS["v3"], "current"]
 
 
-def test_controller_directory_and_host_path_sources(host, tmp_path):
+def test_controller_http_and_host_path_sources(host, tmp_path):
     pushed = write_tiny_model(str(tmp_path / "pushed"), seed=21)
     local = write_tiny_model(str(tmp_path / "local"), seed=22)
-    sums = subprocess.run("sha256sum *", shell=True, cwd=local, capture_output=True, text=True, check=True).stdout
-    Path(local, "SHA256SUMS").write_text(sums)
+    served = write_tiny_model(str(tmp_path / "web" / "tiny"), seed=23)
+    for directory in (local, served):
+        sums = subprocess.run("sha256sum *", shell=True, cwd=directory, capture_output=True, text=True,
+                              check=True).stdout
+        Path(directory, "SHA256SUMS").write_text(sums)
     host.exec("mkdir -p /srv/models")
     subprocess.run(["podman", "cp", local, "%s:/srv/models/local" % host.name], check=True)
+    port = _free_port()
+    web = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory",
+                            str(tmp_path / "web")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     models = [{"name": "pushed", "source": "controller://" + pushed},
-              {"name": "local", "source": "file:///srv/models/local", "sha256sums": "SHA256SUMS"}]
-    result = place(host, tmp_path, models)
+              {"name": "local", "source": "file:///srv/models/local", "sha256sums": "SHA256SUMS"},
+              {"name": "web", "source": "http://127.0.0.1:%d/tiny/" % port, "sha256sums": "SHA256SUMS"}]
+    try:
+        time.sleep(0.5)
+        result = place(host, tmp_path, models)
+    finally:
+        web.terminate()
+        web.wait(10)
     assert result.returncode == 0, result.stdout[-3000:]
-    assert result.placed["pushed"]["source"] == "controller" and result.placed["local"]["source"] == "host"
+    assert [result.placed[name]["source"] for name in ("pushed", "local", "web")] == ["controller", "host", "http"]
     assert result.placed["pushed"]["revision"].startswith("sha256-")
-    for name in os.listdir(pushed):
-        expected = hashlib.sha256(Path(pushed, name).read_bytes()).hexdigest()
-        assert sha256_in(host, "%s/pushed/current/%s" % (STORE, name)) == expected
+    for name, directory in (("pushed", pushed), ("web", served)):
+        for file_name in ("config.json", "model.safetensors", "tokenizer_config.json"):
+            expected = hashlib.sha256(Path(directory, file_name).read_bytes()).hexdigest()
+            assert sha256_in(host, "%s/%s/current/%s" % (STORE, name, file_name)) == expected
     assert host.exec("readlink -f %s/local/current" % STORE).stdout.strip() == "/srv/models/local"
+    # The HTTP origin is stopped: the re-run decides from the store's record.
     again = place(host, tmp_path, models)
     assert again.returncode == 0 and changed_count(again) == 0
     # A host file altered behind the role's back is verified again, and refused.

@@ -37,7 +37,8 @@ def test_good_models_of_every_implemented_kind_pass():
            "include": ["*.safetensors", "*.json"], "exclude": ["original/*"], "endpoint": "https://mirror.example/hf"},
           {"name": "local", "source": "file:///srv/models/x", "sha256": {"model.safetensors": DIGEST}},
           {"name": "sums", "source": "file:///srv/models/y", "sha256sums": "SHA256SUMS", "revision": "v1"},
-          {"name": "pushed", "source": "controller:///home/me/models/tiny"})
+          {"name": "pushed", "source": "controller:///home/me/models/tiny"},
+          {"name": "web", "source": "https://models.example.com/tiny/", "sha256sums": "SHA256SUMS"})
 
 
 def test_normalized_model_splits_kind_and_location():
@@ -75,7 +76,11 @@ def test_normalized_model_splits_kind_and_location():
     ({"name": "x", "source": "hf://a/b", "revision": "main", "endpoint": "mirror.example"},
      "vllm_model_models[0] (x).endpoint", "http:// or https://"),
     ({"name": "x", "source": "s3://bucket/prefix"}, "vllm_model_models[0] (x).source", "cannot place yet"),
-    ({"name": "x", "source": "https://example.com/m.tar"}, "vllm_model_models[0] (x).source", "cannot place yet"),
+    ({"name": "x", "source": "https://example.com/models/m/"}, "vllm_model_models[0] (x)", "needs checksums"),
+    ({"name": "x", "source": "https:///models/", "sha256": {"a": DIGEST}}, "vllm_model_models[0] (x).source",
+     "URL of the directory"),
+    ({"name": "x", "source": "https://h/m/", "sha256": {"a": DIGEST}, "token": "t"},
+     "vllm_model_models[0] (x).token", "only applies to hf://"),
     ("hf://a/b", "vllm_model_models[0]", "must be a mapping"),
 ])
 def test_bad_model_names_the_variable(model, variable, words):
