@@ -144,7 +144,6 @@ placed:
 """
 
 import grp
-import hashlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
