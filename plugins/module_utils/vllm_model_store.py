@@ -1,0 +1,450 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vllm_model role's rules and its model store.
+
+Input rules (check_vllm_model_variables, normalize_model) are pure functions, so the preflight play,
+the role's own first task and the unit tests share them. The store keeps every model as
+<store>/<name>/<revision>, a relative symlink <store>/<name>/current, and one state file
+<store>/<name>/.state.json that records what was placed (each file's sha256 and size), which commit a
+branch or tag resolved to, and what was current before. A re-run decides from that record alone,
+before any network client is created.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import shutil
+
+SOURCE_KINDS = {"hf": "hf", "file": "host", "controller": "controller", "s3": "s3", "http": "http", "https": "http"}
+# Sources whose placement the fetch module implements; the others are recognised so the error says so.
+IMPLEMENTED_KINDS = ("hf", "host", "controller", "http")
+MODEL_KEYS = ("name", "source", "revision", "token", "include", "exclude", "endpoint", "sha256", "sha256sums")
+HUB_ONLY_KEYS = ("token", "include", "exclude", "endpoint")
+# File name patterns of weights: what the tuning has to fit in memory (the rest is config and tokenizer).
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt")
+STATE_FILE = ".state.json"
+STAGING_PREFIX = ".staging-"
+CURRENT = "current"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+_HUB_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
+
+
+class ModelInputError(ValueError):
+    """Bad input for the vllm_model role; the message is one line naming the variable."""
+
+
+class ModelStoreError(Exception):
+    """A model that cannot be placed (origin, checksum, disk); the message says what to do."""
+
+
+def _shown(value):
+    """A value for an error message: one line, control characters escaped, long values cut."""
+    text = json.dumps(value) if not isinstance(value, str) else value
+    text = _CONTROL.sub(lambda match: "\\x%02x" % ord(match.group()), text)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _fail(variable, problem, value, advice):
+    raise ModelInputError("%s: %s (got %s); %s" % (variable, problem, _shown(value), advice))
+
+
+def source_kind(source):
+    """The kind of a source URI (hf, host, controller, s3, http), or None for an unknown scheme."""
+    scheme, separator, _rest = source.partition("://")
+    return SOURCE_KINDS.get(scheme) if separator else None
+
+
+def _check_patterns(variable, value):
+    if not isinstance(value, list) or not all(isinstance(item, str) and item and not _CONTROL.search(item)
+                                              for item in value):
+        _fail(variable, "must be a list of non-empty glob patterns", value, "write patterns such as '*.safetensors'")
+
+
+def _check_manifest(variable, value):
+    if not isinstance(value, dict) or not value:
+        _fail(variable, "must be a non-empty mapping of file name to sha256", value,
+              "list each file relative to the model directory with its 64-hex sha256")
+    for name, digest in value.items():
+        check_relative_path("%s[%s]" % (variable, _shown(name)), name)
+        if not isinstance(digest, str) or not _SHA256.match(digest.lower()):
+            _fail("%s[%s]" % (variable, name), "is not a sha256 (64 hexadecimal digits)", digest,
+                  "copy the digest from sha256sum's output")
+
+
+def check_relative_path(variable, name):
+    """A file name inside a model directory: relative, no '..', no control characters."""
+    parts = name.split("/") if isinstance(name, str) else []
+    if (not isinstance(name, str) or not name or name.startswith("/") or _CONTROL.search(name)
+            or any(part in ("", ".", "..") for part in parts)):
+        _fail(variable, "must be a relative file name inside the model directory", name,
+              "name files like config.json or subdir/model.safetensors")
+
+
+def normalize_model(model, index):
+    """One entry of vllm_model_models, checked, with its source kind and location split out."""
+    variable = "vllm_model_models[%d]" % index
+    if not isinstance(model, dict):
+        _fail(variable, "must be a mapping with name and source", model, "write {name: ..., source: hf://org/name}")
+    unknown = sorted(set(model) - set(MODEL_KEYS))
+    if unknown:
+        # Only the keys are shown: the entry may hold a token.
+        _fail(variable, "has unknown keys", unknown,
+              "use only %s; a model has exactly one source, its source URI" % ", ".join(MODEL_KEYS))
+    name = model.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        _fail(variable + ".name", "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+              name, "pick a directory-safe name such as llama-3.1-8b")
+    variable = "vllm_model_models[%d] (%s)" % (index, name)
+    source = model.get("source")
+    if isinstance(source, list):
+        _fail(variable + ".source", "names %d sources, a model has exactly one" % len(source), source,
+              "declare one model per source")
+    if not isinstance(source, str) or not source or _CONTROL.search(source):
+        _fail(variable + ".source", "must be one source URI", source,
+              "write hf://org/name, file:///path/on/host or controller:///path/on/controller")
+    kind = source_kind(source)
+    if kind is None:
+        _fail(variable + ".source", "has an unknown source scheme", source,
+              "use hf://, file:// (a directory on the host), controller:// (a directory on the controller), "
+              "s3:// or https://")
+    if kind not in IMPLEMENTED_KINDS:
+        _fail(variable + ".source", "is a %s source, which this version of vllm_model cannot place yet" % kind,
+              source, "use hf://, https://, file:// or controller:// for now")
+    location = source.partition("://")[2]
+    normalized = {"name": name, "source": source, "kind": kind, "location": location}
+
+    revision = model.get("revision")
+    if kind == "hf":
+        if not _REPO_ID.match(location):
+            _fail(variable + ".source", "is not a hub repository id", source, "write hf://org/name")
+        if revision is None or revision == "":
+            _fail(variable + ".revision", "is required for a hub model", revision,
+                  "pin a commit (40 hex digits), or a tag or branch that is resolved once and recorded")
+        if not isinstance(revision, str) or not _HUB_REVISION.match(revision) or ".." in revision:
+            _fail(variable + ".revision", "is not a commit, tag or branch name", revision,
+                  "write 40 hex digits or a ref name such as main or v1.0")
+        token = model.get("token")
+        if token is not None and (not isinstance(token, str) or _CONTROL.search(token) or not token.strip()):
+            # The token's value never reaches a message.
+            raise ModelInputError("%s.token: must be a non-empty string on one line (got a %s); pass the hub token "
+                                  "from a vault" % (variable, type(token).__name__))
+        for key in ("include", "exclude"):
+            if model.get(key) is not None:
+                _check_patterns("%s.%s" % (variable, key), model[key])
+        endpoint = model.get("endpoint")
+        if endpoint is not None and (not isinstance(endpoint, str)
+                                     or not re.match(r"^https?://[^\s/]+(/\S*)?$", endpoint)):
+            _fail(variable + ".endpoint", "must be an http:// or https:// URL", endpoint,
+                  "name the hub mirror's base URL, such as https://hf-mirror.example.com")
+        for key in ("sha256", "sha256sums"):
+            if model.get(key) is not None:
+                _fail("%s.%s" % (variable, key), "does not apply to a hub model", "(set)",
+                      "leave it out: the hub publishes each file's checksum")
+        normalized.update(revision=revision, token=token or None, include=model.get("include"),
+                          exclude=model.get("exclude"), endpoint=endpoint or None)
+        return normalized
+
+    for key in HUB_ONLY_KEYS:
+        if model.get(key) is not None:
+            shown = "(hidden)" if key == "token" else model[key]
+            _fail("%s.%s" % (variable, key), "only applies to hf:// sources", shown,
+                  "remove it from this %s source" % kind)
+    if kind == "http":
+        if not re.match(r"^[^\s/]+/\S*$", location) or "/../" in location + "/":
+            _fail(variable + ".source", "must be the URL of the directory that holds the files", source,
+                  "write https://host/path/ (the file names come from sha256 or sha256sums)")
+    elif not location.startswith("/") or _CONTROL.search(location) or "/../" in location + "/":
+        _fail(variable + ".source", "must name an absolute directory", source,
+              "write %s:///absolute/path" % source.partition("://")[0])
+    if revision is not None and revision != "" and (not isinstance(revision, str) or not _LABEL.match(revision)):
+        _fail(variable + ".revision", "must be a label of letters, digits, '.', '_' or '-'", revision,
+              "leave it empty to name the revision after the files' checksums")
+    if model.get("sha256") is not None:
+        _check_manifest(variable + ".sha256", model["sha256"])
+    sums = model.get("sha256sums")
+    if sums is not None:
+        if model.get("sha256") is not None:
+            _fail(variable + ".sha256sums", "is set together with sha256", sums, "give the checksums one way")
+        if not isinstance(sums, str) or not sums:
+            _fail(variable + ".sha256sums", "must be a file name", sums,
+                  "name a SHA256SUMS file (relative to the model directory, or absolute)")
+    if kind in ("host", "http") and model.get("sha256") is None and sums is None:
+        _fail(variable, "a %s source needs checksums to verify against" % source.partition("://")[0], source,
+              "set sha256 (file: digest) or sha256sums (a SHA256SUMS file)")
+    normalized.update(revision=revision or None, sha256=model.get("sha256"), sha256sums=sums)
+    return normalized
+
+
+def check_vllm_model_variables(variables):
+    """Raise ModelInputError (one line: variable, problem, value, what to do) for bad vllm_model input."""
+    normalized_models(variables)
+
+
+def normalized_models(variables):
+    """The role's variables checked, and its models normalized (kind and location split out)."""
+    models = variables.get("vllm_model_models", [])
+    if not isinstance(models, list):
+        _fail("vllm_model_models", "must be a list of models", models, "write a list of {name, source}")
+    store = variables.get("vllm_model_store", "/var/lib/vllm-models")
+    if (not isinstance(store, str) or not store.startswith("/") or _CONTROL.search(store)
+            or os.path.normpath(store) in ("/", "/usr", "/var", "/opt", "/etc", "/home", "/var/lib")):
+        _fail("vllm_model_store", "must be an absolute, dedicated directory", store, "use a path like /var/lib/vllm-models")
+    keep = variables.get("vllm_model_keep", 2)
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        _fail("vllm_model_keep", "must be an integer of at least 1", keep,
+              "keep 1 (the current revision only) or more revisions per model")
+    reserve = variables.get("vllm_model_min_free_disk_gib", 1)
+    if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or reserve < 0:
+        _fail("vllm_model_min_free_disk_gib", "must be a number of GiB >= 0", reserve,
+              "set the free space to leave on the store's file system")
+    result, seen = [], {}
+    for index, model in enumerate(models):
+        entry = normalize_model(model, index)
+        if entry["name"] in seen:
+            _fail("vllm_model_models[%d].name" % index, "repeats the name of entry %d" % seen[entry["name"]],
+                  entry["name"], "give every model its own name")
+        seen[entry["name"]] = index
+        result.append(entry)
+    return result
+
+
+def is_commit(revision):
+    return bool(revision and _COMMIT.match(revision))
+
+
+def select_files(names, include=None, exclude=None):
+    """The file names a model takes: matching any include pattern (all when none) and no exclude pattern."""
+    chosen = []
+    for name in names:
+        if include and not any(fnmatch.fnmatch(name, pattern) for pattern in include):
+            continue
+        if exclude and any(fnmatch.fnmatch(name, pattern) for pattern in exclude):
+            continue
+        chosen.append(name)
+    return sorted(chosen)
+
+
+def weight_bytes(sizes):
+    """Bytes of the weight files among {name: size}: what the tuning has to fit in memory."""
+    return sum(size for name, size in sizes.items()
+               if any(fnmatch.fnmatch(os.path.basename(name), pattern) for pattern in WEIGHT_PATTERNS))
+
+
+def parse_sha256sums(text, origin):
+    """{file: sha256} from sha256sum's output format ('<hex>  name' or '<hex> *name')."""
+    manifest = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _SUMS_LINE.match(line.rstrip("\r"))
+        if not match:
+            raise ModelStoreError("%s line %d is not '<sha256>  <file>' (got %s); write it with sha256sum"
+                                  % (origin, number, _shown(line)))
+        name = match.group(2)
+        name = name[2:] if name.startswith("./") else name
+        check_relative_path("%s line %d" % (origin, number), name)
+        manifest[name] = match.group(1).lower()
+    if not manifest:
+        raise ModelStoreError("%s lists no files; write it with sha256sum" % origin)
+    return manifest
+
+
+def manifest_revision(manifest):
+    """A revision label for a source without one: the first 16 hex digits of its manifest's digest."""
+    text = "".join("%s  %s\n" % (manifest[name]["sha256"], name) for name in sorted(manifest))
+    return "sha256-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def file_sha256(path, chunk=1 << 20):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def git_blob_sha1(path, chunk=1 << 20):
+    """The git object id of a file: what the hub publishes for files not kept in LFS."""
+    digest = hashlib.sha1(b"blob %d\0" % os.path.getsize(path), usedforsecurity=False)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def list_files(root):
+    """Every regular file under root, relative, sorted; symlinks and special files are refused."""
+    found = []
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories.sort()
+        for name in files + [entry for entry in subdirectories if os.path.islink(os.path.join(directory, entry))]:
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root)
+            if os.path.islink(path) or not os.path.isfile(path):
+                raise ModelStoreError("%s is a symlink or special file; a model directory holds regular files only"
+                                      % path)
+            found.append(relative)
+    return sorted(found)
+
+
+def verify_files(root, expected):
+    """Check every file under root against expected {name: {"sha256" or "git_sha1", "size"}}; return the
+    manifest {name: {"sha256", "size"}}. Missing, extra, resized or altered files are refused."""
+    present = set(list_files(root))
+    missing = sorted(set(expected) - present)
+    extra = sorted(present - set(expected))
+    if missing or extra:
+        raise ModelStoreError("files differ from the checksums: missing %s, unexpected %s"
+                              % (", ".join(missing) or "none", ", ".join(extra) or "none"))
+    manifest = {}
+    for name in sorted(expected):
+        path = os.path.join(root, name)
+        want = expected[name]
+        size = os.path.getsize(path)
+        if want.get("size") is not None and size != want["size"]:
+            raise ModelStoreError("%s is %d bytes, the source announced %d: a truncated or corrupted download"
+                                  % (name, size, want["size"]))
+        sha256 = file_sha256(path)
+        if want.get("sha256") and sha256 != want["sha256"].lower():
+            raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
+                                  % (name, sha256, want["sha256"].lower()))
+        if want.get("git_sha1") and git_blob_sha1(path) != want["git_sha1"]:
+            raise ModelStoreError("%s does not match the git object id %s the hub published: a corrupted download"
+                                  % (name, want["git_sha1"]))
+        manifest[name] = {"sha256": sha256, "size": size}
+    return manifest
+
+
+def free_bytes(path):
+    """Free bytes on the file system of path (or its nearest existing parent), as an unprivileged writer sees them."""
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+def check_free_disk(name, revision, needed, free, reserve_bytes, store):
+    """Refuse a placement that would not fit, with the numbers, before the first byte is written."""
+    if needed + reserve_bytes > free:
+        gib = float(1 << 30)
+        raise ModelStoreError(
+            "vllm_model_store: not enough free disk for %s at %s (got %d bytes free on %s, %.2f GiB; the model needs "
+            "%d bytes, %.2f GiB, plus vllm_model_min_free_disk_gib %.2f GiB); free space there, lower "
+            "vllm_model_keep or move vllm_model_store" % (name, revision, free, store, free / gib, needed,
+                                                          needed / gib, reserve_bytes / gib))
+
+
+# The store: state of one model.
+
+def read_state(model_dir):
+    try:
+        with open(os.path.join(model_dir, STATE_FILE), encoding="utf-8") as handle:
+            state = json.load(handle)
+    except FileNotFoundError:
+        state = {}
+    except ValueError as error:
+        raise ModelStoreError("%s is not valid JSON (%s); move it away and re-run to place the model again"
+                              % (os.path.join(model_dir, STATE_FILE), error))
+    state.setdefault("refs", {})
+    state.setdefault("revisions", {})
+    state.setdefault("history", [])
+    return state
+
+
+def write_state(model_dir, state):
+    temporary = os.path.join(model_dir, ".state.json.%d" % os.getpid())
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(temporary, 0o640)
+    os.replace(temporary, os.path.join(model_dir, STATE_FILE))
+
+
+def current_revision(model_dir):
+    link = os.path.join(model_dir, CURRENT)
+    if not os.path.islink(link):
+        if os.path.lexists(link):
+            raise ModelStoreError("%s exists but is not a symlink; move it away so revisions can be switched "
+                                  "atomically" % link)
+        return None
+    return os.path.basename(os.path.normpath(os.readlink(link)))
+
+
+def intact(model_dir, revision, record):
+    """A placed revision is intact when its directory (or host link) holds every recorded file at its
+    recorded size. Cheap (stat only), so a re-run decides without reading the weights or the network."""
+    root = os.path.join(model_dir, revision)
+    if not os.path.isdir(root):
+        return False
+    for name, entry in record.get("files", {}).items():
+        try:
+            if os.path.getsize(os.path.join(root, name)) != entry["size"]:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def switch_current(model_dir, revision):
+    """Point current at revision: a new link renamed over the old one, so readers never see neither."""
+    temporary = os.path.join(model_dir, ".current.%d" % os.getpid())
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    os.symlink(revision, temporary)
+    os.replace(temporary, os.path.join(model_dir, CURRENT))
+
+
+def revisions_to_prune(state, keep, protected):
+    """Revisions beyond the newest `keep` (by placement time); protected ones (current, the one that was
+    current before this run and may still be served until its server restarts) are never pruned."""
+    ordered = sorted(state["revisions"], key=lambda name: state["revisions"][name].get("placed", ""), reverse=True)
+    kept = [name for name in ordered if name in protected]
+    for name in ordered:
+        if name not in kept and len(kept) < keep:
+            kept.append(name)
+    return [name for name in ordered if name not in kept]
+
+
+def leftovers(model_dir, state):
+    """Staging directories and revision directories no record knows (an interrupted run)."""
+    if not os.path.isdir(model_dir):
+        return []
+    names = []
+    for entry in sorted(os.listdir(model_dir)):
+        if entry.startswith(STAGING_PREFIX):
+            names.append(entry)
+        elif not entry.startswith(".") and entry != CURRENT and entry not in state["revisions"]:
+            names.append(entry)
+    return names
+
+
+def remove_entry(model_dir, entry):
+    path = os.path.join(model_dir, entry)
+    if os.path.islink(path) or os.path.isfile(path):
+        os.unlink(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def placed_fact(store, name, record):
+    """What vllm_serve reads for a model: the stable path, the resolved revision and the source kind."""
+    return {"path": os.path.join(store, name, CURRENT), "revision": record["revision"], "source": record["kind"]}

@@ -1,0 +1,249 @@
+"""vllm_model on one native Debian 12 container: the hub source through the real huggingface_hub client
+(against the hub stand-in, the real hub being unreachable here), the controller-directory, HTTP file list
+(Python's own http.server on the loopback) and host-path sources, and bad input.
+
+The tests share one container and run in file order, each building on the store the previous one
+left: placed and verified; re-run changed=0 with the hub stopped; a revision switch keeping the old
+one; a corrupted download refused with the previous revision current; pruning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import NATIVE, REPO_ROOT, Container, harness, run_playbook
+
+sys.path.insert(0, str(REPO_ROOT / "tests" / "stand_ins"))
+from tiny_model import write_tiny_model  # noqa: E402
+
+MODELS_PLAYBOOK = REPO_ROOT / "playbooks" / "models.yml"
+STORE = "/var/lib/vllm-models"
+COMMITS = {"main": "1" * 40, "v2": "2" * 40, "v3": "3" * 40}
+# The container reaches PyPI (for huggingface_hub) through the machine's CA, like prepare.yml's runs.
+PIP = {"python_venv_pip_ca_bundle": harness.HOST_CA_BUNDLE}
+TOKEN = "hf_test_token_never_shown"
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Hub:
+    """The hub stand-in as a process the tests start and stop."""
+
+    def __init__(self, root):
+        self.root = root
+        self.port = _free_port()
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.process = None
+
+    def start(self):
+        self.process = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "stand_ins" / "hub_server.py"),
+                                         str(self.root), str(self.port)], stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().strip() == "ready"
+
+    def stop(self):
+        if self.process:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+    def file(self, ref, name):
+        return self.root / "org" / "tiny" / COMMITS[ref] / name
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub")
+    for seed, (ref, commit) in enumerate(sorted(COMMITS.items()), 1):
+        write_tiny_model(str(root / "org" / "tiny" / commit), seed=seed)
+    (root / "org" / "tiny" / "refs.json").write_text(json.dumps(COMMITS))
+    write_tiny_model(str(root / "org" / "gated" / COMMITS["main"]), seed=9)
+    (root / "org" / "gated" / "refs.json").write_text(json.dumps({"main": COMMITS["main"]}))
+    (root / "org" / "gated" / "gated.json").write_text(json.dumps({"token": TOKEN}))
+    server = Hub(root)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def host():
+    # Host networking: the container reaches the stand-in on the machine's loopback.
+    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=False,
+                          options=["--network", "host"])
+    yield container
+    container.remove()
+
+
+def hub_model(hub, revision, **extra):
+    return dict({"name": "tiny", "source": "hf://org/tiny", "revision": revision, "endpoint": hub.endpoint}, **extra)
+
+
+def place(host, tmp_path, models, **variables):
+    """Run models.yml, then write the published fact to placed.json on the controller."""
+    playbook = tmp_path / "models-and-fact.yml"
+    playbook.write_text(json.dumps([
+        {"import_playbook": str(MODELS_PLAYBOOK)},
+        {"name": "Save the fact", "hosts": "vllm_hosts", "gather_facts": False, "tasks": [
+            {"ansible.builtin.copy": {"content": "{{ vllm_model_placed | to_json }}",
+                                      "dest": str(tmp_path / "placed.json"), "mode": "0644"},
+             # The test's own bookkeeping: not counted in the recap the tests read.
+             "delegate_to": "localhost", "become": False, "changed_when": False}]},
+    ]))
+    started = time.monotonic()
+    result = run_playbook([host], tmp_path, str(playbook), dict(PIP, vllm_model_models=models, **variables))
+    result.elapsed = time.monotonic() - started
+    print("models.yml: %.1f s" % result.elapsed)
+    result.placed = json.loads((tmp_path / "placed.json").read_text()) if result.returncode == 0 else None
+    return result
+
+
+def changed_count(result):
+    recap = [line for line in result.stdout.splitlines() if " changed=" in line]
+    assert recap, result.stdout[-3000:]
+    return int(recap[-1].split(" changed=")[1].split()[0])
+
+
+def sha256_in(host, path):
+    return host.exec("sha256sum %s | cut -d' ' -f1" % path).stdout.strip()
+
+
+def current(host, name="tiny"):
+    return host.exec("readlink %s/%s/current" % (STORE, name)).stdout.strip()
+
+
+def entries(host, name="tiny"):
+    return sorted(host.exec("ls -A %s/%s" % (STORE, name)).stdout.split())
+
+
+def test_bad_input_fails_before_anything_changes(host, hub, tmp_path):
+    before = host.exec("ls -d %s /opt/vllm/model-tools 2>&1; getent group vllm-serve" % STORE).stdout
+    result = place(host, tmp_path, [hub_model(hub, "main"), {"name": "two", "source": "ftp://mirror/m"}])
+    assert result.returncode != 0
+    assert "vllm_model_models[1] (two).source: has an unknown source scheme (got ftp://mirror/m); use hf://" \
+        in result.stdout
+    result = place(host, tmp_path, [{"name": "x", "source": "file:///m", "sha256": {"a": "b" * 64}, "token": TOKEN}])
+    assert "vllm_model_models[0] (x).token: only applies to hf:// sources (got (hidden))" in result.stdout
+    assert TOKEN not in result.stdout + result.stderr
+    assert host.exec("ls -d %s /opt/vllm/model-tools 2>&1; getent group vllm-serve" % STORE).stdout == before
+
+
+def test_hub_model_is_placed_verified_and_readable_by_the_serve_group_only(host, hub, tmp_path):
+    result = place(host, tmp_path, [hub_model(hub, "main")])
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.placed == {"tiny": {"path": STORE + "/tiny/current", "revision": COMMITS["main"], "source": "hf"}}
+    assert current(host) == COMMITS["main"]
+    for name in ("config.json", "model.safetensors", "tokenizer_config.json"):
+        expected = hashlib.sha256(hub.file("main", name).read_bytes()).hexdigest()
+        assert sha256_in(host, "%s/tiny/current/%s" % (STORE, name)) == expected
+    listing = host.exec("stat -c '%%U %%G %%a %%n' %s %s/tiny %s/tiny/%s %s/tiny/%s/model.safetensors"
+                        % (STORE, STORE, STORE, COMMITS["main"], STORE, COMMITS["main"])).stdout.split("\n")
+    assert [line.split()[:3] for line in listing if line] == [["root", "vllm-serve", "750"]] * 3 + [
+        ["root", "vllm-serve", "640"]]
+    assert entries(host) == [".state.json", COMMITS["main"], "current"]
+
+
+def test_rerun_with_the_hub_stopped_changes_nothing(host, hub, tmp_path):
+    hub.stop()
+    try:
+        result = place(host, tmp_path, [hub_model(hub, "main")])
+    finally:
+        hub.start()
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed_count(result) == 0
+    assert result.placed["tiny"]["revision"] == COMMITS["main"]
+
+
+def test_revision_switch_keeps_the_old_revision(host, hub, tmp_path):
+    result = place(host, tmp_path, [hub_model(hub, "v2")])
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert current(host) == COMMITS["v2"]
+    assert entries(host) == [".state.json", COMMITS["main"], COMMITS["v2"], "current"]
+
+
+def test_corrupted_download_is_refused_and_the_previous_revision_stays_current(host, hub, tmp_path):
+    weights = hub.file("v3", "model.safetensors")
+    original = weights.read_bytes()
+    weights.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+    try:
+        result = place(host, tmp_path, [hub_model(hub, "v3")])
+    finally:
+        weights.write_bytes(original)
+    assert result.returncode != 0
+    assert "tiny: model.safetensors has sha256" in result.stdout and "a corrupted download" in result.stdout
+    assert "the previous revision (%s) stays current" % COMMITS["v2"] in result.stdout
+    assert current(host) == COMMITS["v2"]
+    assert entries(host) == [".state.json", COMMITS["main"], COMMITS["v2"], "current"]
+
+
+def test_missing_revision_and_gated_model_are_refused_with_the_variable(host, hub, tmp_path):
+    result = place(host, tmp_path, [hub_model(hub, "no-such-tag")])
+    assert "vllm_model_models (tiny).revision: org/tiny has no revision no-such-tag" in result.stdout
+    gated = {"name": "gated", "source": "hf://org/gated", "revision": "main", "endpoint": hub.endpoint}
+    result = place(host, tmp_path, [gated])
+    assert "vllm_model_models (gated).token: org/gated is gated and no token is set" in result.stdout
+    assert current(host) == COMMITS["v2"]
+    result = place(host, tmp_path, [dict(gated, token=TOKEN)], vllm_model_keep=1)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert TOKEN not in result.stdout + result.stderr
+    assert current(host, "gated") == COMMITS["main"]
+
+
+def test_pruning_keeps_current_and_the_one_before(host, hub, tmp_path):
+    result = place(host, tmp_path, [hub_model(hub, "v3")], vllm_model_keep=1)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert current(host) == COMMITS["v3"]
+    # keep=1 still keeps v2: it was current until now, and a server may still be running on it.
+    assert entries(host) == [".state.json", COMMITS["v2"], COMMITS["v3"], "current"]
+    result = place(host, tmp_path, [hub_model(hub, "v3")], vllm_model_keep=1)
+    assert entries(host) == [".state.json", COMMITS["v3"], "current"]
+
+
+def test_controller_http_and_host_path_sources(host, tmp_path):
+    pushed = write_tiny_model(str(tmp_path / "pushed"), seed=21)
+    local = write_tiny_model(str(tmp_path / "local"), seed=22)
+    served = write_tiny_model(str(tmp_path / "web" / "tiny"), seed=23)
+    for directory in (local, served):
+        sums = subprocess.run("sha256sum *", shell=True, cwd=directory, capture_output=True, text=True,
+                              check=True).stdout
+        Path(directory, "SHA256SUMS").write_text(sums)
+    host.exec("mkdir -p /srv/models")
+    subprocess.run(["podman", "cp", local, "%s:/srv/models/local" % host.name], check=True)
+    port = _free_port()
+    web = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory",
+                            str(tmp_path / "web")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    models = [{"name": "pushed", "source": "controller://" + pushed},
+              {"name": "local", "source": "file:///srv/models/local", "sha256sums": "SHA256SUMS"},
+              {"name": "web", "source": "http://127.0.0.1:%d/tiny/" % port, "sha256sums": "SHA256SUMS"}]
+    try:
+        time.sleep(0.5)
+        result = place(host, tmp_path, models)
+    finally:
+        web.terminate()
+        web.wait(10)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert [result.placed[name]["source"] for name in ("pushed", "local", "web")] == ["controller", "host", "http"]
+    assert result.placed["pushed"]["revision"].startswith("sha256-")
+    for name, directory in (("pushed", pushed), ("web", served)):
+        for file_name in ("config.json", "model.safetensors", "tokenizer_config.json"):
+            expected = hashlib.sha256(Path(directory, file_name).read_bytes()).hexdigest()
+            assert sha256_in(host, "%s/%s/current/%s" % (STORE, name, file_name)) == expected
+    assert host.exec("readlink -f %s/local/current" % STORE).stdout.strip() == "/srv/models/local"
+    # The HTTP origin is stopped: the re-run decides from the store's record.
+    again = place(host, tmp_path, models)
+    assert again.returncode == 0 and changed_count(again) == 0
+    # A host file altered behind the role's back is verified again, and refused.
+    host.exec("echo tampered >> /srv/models/local/config.json")
+    refused = place(host, tmp_path, models)
+    assert refused.returncode != 0 and "config.json has sha256" in refused.stdout

@@ -1,0 +1,168 @@
+"""A stand-in for the Hugging Face hub's HTTP API, for offline tests of the vllm_model role.
+
+The real hub (huggingface.co) is unreachable from our test machines, so the tests run the REAL
+huggingface_hub client against this server. It speaks the part of the hub's API the client uses to
+place a model: model info with files metadata (GET /api/models/<repo>/revision/<rev>?blobs=True: the
+commit a branch or tag resolves to, each file's size, git blob id and, for LFS files, sha256) and file
+download (HEAD and GET /<repo>/resolve/<commit>/<file> with X-Repo-Commit, ETag, Content-Length, Range),
+plus the hub's error codes (RevisionNotFound, RepoNotFound, GatedRepo: X-Error-Code). It never ships in
+a role.
+
+Repositories are directories: <root>/<org>/<name>/<commit>/<files...> and <root>/<org>/<name>/refs.json
+({"main": "<commit>"}); a file gated.json there names the token the repository requires. Metadata is
+computed once at start-up, as the hub stores it at push time, and bytes are read from disk per request:
+a file changed on disk after start-up is served with the old sha256 announced, which is how the tests
+produce a corrupted download. Usage: python hub_server.py ROOT PORT (binds 127.0.0.1; prints "ready").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+# What the hub keeps in LFS: weights by pattern, anything else above 10 MB.
+LFS_PATTERNS = re.compile(r"\.(safetensors|bin|pt|pth|gguf|ckpt|h5|msgpack)$")
+LFS_THRESHOLD = 10 * 1000 * 1000
+
+
+def _file_metadata(path, name):
+    data = open(path, "rb").read()
+    entry = {"rfilename": name, "size": len(data),
+             "blobId": hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()}
+    if LFS_PATTERNS.search(name) or len(data) > LFS_THRESHOLD:
+        entry["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
+    return entry
+
+
+def load_repositories(root):
+    repositories = {}
+    for org in sorted(os.listdir(root)):
+        for name in sorted(os.listdir(os.path.join(root, org))):
+            directory = os.path.join(root, org, name)
+            refs = json.load(open(os.path.join(directory, "refs.json")))
+            gated = os.path.join(directory, "gated.json")
+            commits = {}
+            for commit in sorted(entry for entry in os.listdir(directory) if re.match(r"^[0-9a-f]{40}$", entry)):
+                base = os.path.join(directory, commit)
+                files = {}
+                for folder, _subdirectories, names in os.walk(base):
+                    for file_name in names:
+                        path = os.path.join(folder, file_name)
+                        relative = os.path.relpath(path, base)
+                        files[relative] = _file_metadata(path, relative)
+                commits[commit] = {"base": base, "files": files}
+            repositories["%s/%s" % (org, name)] = {
+                "refs": refs, "commits": commits,
+                "token": json.load(open(gated))["token"] if os.path.exists(gated) else None}
+    return repositories
+
+
+class HubHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    repositories = {}
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+        sys.stderr.write("hub-stand-in: %s\n" % (format % args))
+
+    def _error(self, status, code, message):
+        body = json.dumps({"error": message}).encode()
+        self.send_response(status)
+        self.send_header("X-Error-Code", code)
+        self.send_header("X-Error-Message", message)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _repository(self, repo_id):
+        repository = self.repositories.get(repo_id)
+        if repository is None:
+            self._error(401, "RepoNotFound", "Repository not found")
+            return None
+        if repository["token"] and self.headers.get("Authorization") != "Bearer %s" % repository["token"]:
+            self._error(403 if self.headers.get("Authorization") else 401, "GatedRepo",
+                        "Access to model %s is restricted." % repo_id)
+            return None
+        return repository
+
+    def _commit(self, repository, revision):
+        commit = repository["refs"].get(revision, revision)
+        if commit not in repository["commits"]:
+            self._error(404, "RevisionNotFound", "Invalid rev id: %s" % revision)
+            return None
+        return commit
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        self._dispatch()
+
+    def do_HEAD(self):  # noqa: N802
+        self._dispatch()
+
+    def _dispatch(self):
+        path = unquote(urlsplit(self.path).path)
+        info = re.match(r"^/api/models/([^/]+/[^/]+)/revision/(.+)$", path)
+        resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+        if info and self.command == "GET":
+            self._model_info(info.group(1), info.group(2))
+        elif resolve:
+            self._resolve(resolve.group(1), resolve.group(2), resolve.group(3))
+        else:
+            self._error(404, "EntryNotFound", "no route %s" % path)
+
+    def _model_info(self, repo_id, revision):
+        repository = self._repository(repo_id)
+        commit = repository and self._commit(repository, revision)
+        if not commit:
+            return
+        body = json.dumps({"id": repo_id, "modelId": repo_id, "sha": commit, "private": False,
+                           "gated": bool(repository["token"]), "disabled": False, "downloads": 0, "likes": 0,
+                           "tags": [], "siblings": list(repository["commits"][commit]["files"].values())}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _resolve(self, repo_id, revision, name):
+        repository = self._repository(repo_id)
+        commit = repository and self._commit(repository, revision)
+        if not commit:
+            return
+        metadata = repository["commits"][commit]["files"].get(name)
+        if metadata is None:
+            self._error(404, "EntryNotFound", "%s does not exist at %s" % (name, commit))
+            return
+        data = open(os.path.join(repository["commits"][commit]["base"], name), "rb").read()
+        etag = metadata["lfs"]["sha256"] if "lfs" in metadata else metadata["blobId"]
+        start, status = 0, 200
+        ranged = re.match(r"^bytes=(\d+)-$", self.headers.get("Range", ""))
+        if ranged and self.command == "GET":
+            start, status = int(ranged.group(1)), 206
+        self.send_response(status)
+        self.send_header("X-Repo-Commit", commit)
+        self.send_header("ETag", '"%s"' % etag)
+        self.send_header("Content-Length", str(len(data) - start))
+        if status == 206:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        if self.command == "GET":
+            self.wfile.write(data[start:])
+
+
+def main(root, port):
+    HubHandler.repositories = load_repositories(root)
+    server = ThreadingHTTPServer(("127.0.0.1", int(port)), HubHandler)
+    print("ready", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

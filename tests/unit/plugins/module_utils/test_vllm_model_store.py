@@ -1,0 +1,258 @@
+"""vllm_model's input rules and its store: one-line errors naming the variable, checksums, pruning."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+
+import pytest
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as rules
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+DIGEST = "a" * 64
+HUB = {"name": "tiny", "source": "hf://org/tiny", "revision": COMMIT}
+# <variable>: <what is wrong> (got <value>); <what to do>
+ONE_LINE = re.compile(r"^\S[^\n]*: [^\n]+ \(got [^\n]*\); [^\n]+$")
+
+
+def check(*models, **settings):
+    variables = dict({"vllm_model_models": list(models)}, **settings)
+    rules.check_vllm_model_variables(variables)
+
+
+def refused(*models, **settings):
+    with pytest.raises(rules.ModelInputError) as error:
+        check(*models, **settings)
+    message = str(error.value)
+    assert ONE_LINE.match(message), message
+    return message
+
+
+def test_good_models_of_every_implemented_kind_pass():
+    check(HUB,
+          {"name": "gated", "source": "hf://meta/llama", "revision": "main", "token": "hf_secret",
+           "include": ["*.safetensors", "*.json"], "exclude": ["original/*"], "endpoint": "https://mirror.example/hf"},
+          {"name": "local", "source": "file:///srv/models/x", "sha256": {"model.safetensors": DIGEST}},
+          {"name": "sums", "source": "file:///srv/models/y", "sha256sums": "SHA256SUMS", "revision": "v1"},
+          {"name": "pushed", "source": "controller:///home/me/models/tiny"},
+          {"name": "web", "source": "https://models.example.com/tiny/", "sha256sums": "SHA256SUMS"})
+
+
+def test_normalized_model_splits_kind_and_location():
+    models = rules.normalized_models({"vllm_model_models": [HUB, {"name": "c", "source": "controller:///m"}]})
+    assert [(model["kind"], model["location"]) for model in models] == [("hf", "org/tiny"), ("controller", "/m")]
+
+
+@pytest.mark.parametrize("model, variable, words", [
+    ({"name": "x", "source": "ftp://host/model"}, "vllm_model_models[0] (x).source", "unknown source scheme"),
+    ({"name": "x", "source": "org/name"}, "vllm_model_models[0] (x).source", "unknown source scheme"),
+    ({"name": "x", "source": ["hf://a/b", "file:///m"]}, "vllm_model_models[0] (x).source", "2 sources"),
+    ({"name": "x", "source": "hf://a/b", "revision": "main", "path": "/m"}, "vllm_model_models[0]", "unknown keys"),
+    ({"name": "bad/name", "source": "hf://a/b", "revision": "main"}, "vllm_model_models[0].name", "letters"),
+    ({"name": "tab\tname", "source": "hf://a/b", "revision": "main"}, "vllm_model_models[0].name", "letters"),
+    ({"name": "", "source": "hf://a/b", "revision": "main"}, "vllm_model_models[0].name", "letters"),
+    ({"name": "x", "source": "hf://a/b"}, "vllm_model_models[0] (x).revision", "required"),
+    ({"name": "x", "source": "hf://a/b", "revision": "../etc"}, "vllm_model_models[0] (x).revision", "not a commit"),
+    ({"name": "x", "source": "hf://a/b", "revision": "ma in"}, "vllm_model_models[0] (x).revision", "not a commit"),
+    ({"name": "x", "source": "hf://a b/c", "revision": "main"}, "vllm_model_models[0] (x).source", "repository id"),
+    ({"name": "x", "source": "file:///m", "sha256": {"a.safetensors": "abc"}},
+     "vllm_model_models[0] (x).sha256[a.safetensors]", "64 hexadecimal"),
+    ({"name": "x", "source": "file:///m", "sha256": {"../a": DIGEST}}, "vllm_model_models[0] (x).sha256[../a]",
+     "relative file name"),
+    ({"name": "x", "source": "file:///m", "sha256": {"a": DIGEST}, "token": "hf_secret"},
+     "vllm_model_models[0] (x).token", "only applies to hf://"),
+    ({"name": "x", "source": "controller:///m", "endpoint": "https://h"}, "vllm_model_models[0] (x).endpoint",
+     "only applies to hf://"),
+    ({"name": "x", "source": "file:///m"}, "vllm_model_models[0] (x)", "needs checksums"),
+    ({"name": "x", "source": "file://relative/m", "sha256": {"a": DIGEST}}, "vllm_model_models[0] (x).source",
+     "absolute directory"),
+    ({"name": "x", "source": "hf://a/b", "revision": "main", "sha256": {"a": DIGEST}},
+     "vllm_model_models[0] (x).sha256", "does not apply to a hub model"),
+    ({"name": "x", "source": "hf://a/b", "revision": "main", "include": "*.json"},
+     "vllm_model_models[0] (x).include", "list of non-empty glob patterns"),
+    ({"name": "x", "source": "hf://a/b", "revision": "main", "endpoint": "mirror.example"},
+     "vllm_model_models[0] (x).endpoint", "http:// or https://"),
+    ({"name": "x", "source": "s3://bucket/prefix"}, "vllm_model_models[0] (x).source", "cannot place yet"),
+    ({"name": "x", "source": "https://example.com/models/m/"}, "vllm_model_models[0] (x)", "needs checksums"),
+    ({"name": "x", "source": "https:///models/", "sha256": {"a": DIGEST}}, "vllm_model_models[0] (x).source",
+     "URL of the directory"),
+    ({"name": "x", "source": "https://h/m/", "sha256": {"a": DIGEST}, "token": "t"},
+     "vllm_model_models[0] (x).token", "only applies to hf://"),
+    ("hf://a/b", "vllm_model_models[0]", "must be a mapping"),
+])
+def test_bad_model_names_the_variable(model, variable, words):
+    message = refused(model)
+    assert message.startswith(variable + ": "), message
+    assert words in message
+
+
+@pytest.mark.parametrize("settings, variable", [
+    ({"vllm_model_keep": 0}, "vllm_model_keep"),
+    ({"vllm_model_keep": True}, "vllm_model_keep"),
+    ({"vllm_model_store": "relative/dir"}, "vllm_model_store"),
+    ({"vllm_model_store": "/var/lib"}, "vllm_model_store"),
+    ({"vllm_model_min_free_disk_gib": -1}, "vllm_model_min_free_disk_gib"),
+    ({"vllm_model_models": {"name": "x"}}, "vllm_model_models"),
+])
+def test_bad_settings_name_the_variable(settings, variable):
+    with pytest.raises(rules.ModelInputError) as error:
+        rules.check_vllm_model_variables(settings)
+    assert str(error.value).startswith(variable + ": ")
+    assert ONE_LINE.match(str(error.value))
+
+
+def test_duplicate_names_are_refused():
+    assert refused(HUB, dict(HUB)).startswith("vllm_model_models[1].name: repeats the name of entry 0")
+
+
+def test_control_characters_are_shown_escaped_on_one_line():
+    message = refused({"name": "x", "source": "hf://a/b\nfile:///etc", "revision": "main"})
+    assert "\\x0a" in message and "\n" not in message
+
+
+def test_a_token_never_reaches_a_message():
+    for model in ({"name": "x", "source": "file:///m", "sha256": {"a": DIGEST}, "token": "hf_SECRET"},
+                  {"name": "x", "source": "hf://a/b", "revision": "main", "token": "hf_SECRET", "bogus": 1},
+                  {"name": "x", "source": "hf://a/b", "revision": "main", "token": "hf_SE\nCRET"}):
+        assert "SECRET" not in refused(model) and "SE\\x0aCRET" not in refused(model)
+
+
+def test_select_files_applies_include_then_exclude():
+    names = ["config.json", "model.safetensors", "original/consolidated.pth", "tokenizer.json"]
+    assert rules.select_files(names) == sorted(names)
+    assert rules.select_files(names, ["*.json", "*.safetensors"]) == ["config.json", "model.safetensors",
+                                                                      "tokenizer.json"]
+    assert rules.select_files(names, None, ["original/*"]) == ["config.json", "model.safetensors", "tokenizer.json"]
+
+
+def test_weight_bytes_counts_weight_files_only():
+    sizes = {"config.json": 700, "model-00001-of-00002.safetensors": 5 << 30, "model-00002-of-00002.safetensors": 3,
+             "tokenizer.json": 9000, "sub/pytorch_model.bin": 10}
+    assert rules.weight_bytes(sizes) == (5 << 30) + 3 + 10
+
+
+def test_parse_sha256sums_reads_sha256sum_output(tmp_path):
+    (tmp_path / "a.json").write_text("{}")
+    (tmp_path / "b.safetensors").write_bytes(b"\0" * 10)
+    output = subprocess.run(["sha256sum", "a.json", "b.safetensors"], cwd=tmp_path, capture_output=True, text=True,
+                            check=True).stdout
+    manifest = rules.parse_sha256sums(output.replace("  b.", " *./b."), "SHA256SUMS")
+    assert manifest == {"a.json": hashlib.sha256(b"{}").hexdigest(),
+                        "b.safetensors": hashlib.sha256(b"\0" * 10).hexdigest()}
+    with pytest.raises(rules.ModelStoreError, match="line 1 is not"):
+        rules.parse_sha256sums("abc  a.json\n", "SHA256SUMS")
+    with pytest.raises(rules.ModelInputError):
+        rules.parse_sha256sums("%s  ../a.json\n" % DIGEST, "SHA256SUMS")
+
+
+def test_git_blob_sha1_matches_git(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 256}\n')
+    expected = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True, check=True)
+    assert rules.git_blob_sha1(str(path)) == expected.stdout.strip()
+
+
+def _model_dir(root, files):
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    return dict((name, {"sha256": hashlib.sha256(content).hexdigest(), "size": len(content)})
+                for name, content in files.items())
+
+
+def test_verify_files_accepts_exact_and_refuses_altered_missing_extra(tmp_path):
+    expected = _model_dir(tmp_path, {"config.json": b"{}", "sub/model.safetensors": b"weights"})
+    assert rules.verify_files(str(tmp_path), expected) == expected
+    (tmp_path / "sub" / "model.safetensors").write_bytes(b"weighTs")
+    with pytest.raises(rules.ModelStoreError, match="sub/model.safetensors has sha256"):
+        rules.verify_files(str(tmp_path), expected)
+    (tmp_path / "sub" / "model.safetensors").write_bytes(b"weight")
+    with pytest.raises(rules.ModelStoreError, match="truncated or corrupted"):
+        rules.verify_files(str(tmp_path), expected)
+    (tmp_path / "sub" / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "stray.bin").write_bytes(b"x")
+    with pytest.raises(rules.ModelStoreError, match="unexpected stray.bin"):
+        rules.verify_files(str(tmp_path), expected)
+    os.unlink(tmp_path / "stray.bin")
+    os.unlink(tmp_path / "config.json")
+    with pytest.raises(rules.ModelStoreError, match="missing config.json"):
+        rules.verify_files(str(tmp_path), expected)
+
+
+def test_verify_files_refuses_symlinks(tmp_path):
+    _model_dir(tmp_path, {"config.json": b"{}"})
+    os.symlink("/etc/passwd", tmp_path / "passwd")
+    with pytest.raises(rules.ModelStoreError, match="symlink"):
+        rules.verify_files(str(tmp_path), {"config.json": {}})
+
+
+def test_free_disk_check_gives_the_numbers():
+    rules.check_free_disk("m", "r", 100, 2000, 1000, "/store")
+    with pytest.raises(rules.ModelStoreError) as error:
+        rules.check_free_disk("tiny", COMMIT, 5 << 30, 3 << 30, 1 << 30, "/var/lib/vllm-models")
+    message = str(error.value)
+    assert message.startswith("vllm_model_store: not enough free disk for tiny")
+    assert "%d bytes free" % (3 << 30) in message and "needs %d bytes, 5.00 GiB" % (5 << 30) in message
+
+
+def test_manifest_revision_depends_on_names_and_digests_only():
+    one = {"a": {"sha256": DIGEST, "size": 1}, "b": {"sha256": "b" * 64, "size": 2}}
+    two = {"b": {"sha256": "b" * 64}, "a": {"sha256": DIGEST}}
+    assert rules.manifest_revision(one) == rules.manifest_revision(two)
+    assert re.match(r"^sha256-[0-9a-f]{16}$", rules.manifest_revision(one))
+    assert rules.manifest_revision(one) != rules.manifest_revision({"a": {"sha256": DIGEST}})
+
+
+def _state(*placed):
+    return {"refs": {}, "history": [],
+            "revisions": dict((name, {"placed": "2026-01-%02dT00:00:00+00:00" % day}) for name, day in placed)}
+
+
+def test_prune_keeps_newest_and_never_protected():
+    state = _state(("r1", 1), ("r2", 2), ("r3", 3), ("r4", 4))
+    assert rules.revisions_to_prune(state, 2, ["r4"]) == ["r2", "r1"]
+    # The old current (still served until its server restarts) survives keep=1.
+    assert rules.revisions_to_prune(state, 1, ["r4", "r1"]) == ["r3", "r2"]
+    assert rules.revisions_to_prune(state, 10, ["r4"]) == []
+
+
+def test_switch_current_is_a_relative_link_and_state_round_trips(tmp_path):
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r2").mkdir()
+    assert rules.current_revision(str(tmp_path)) is None
+    rules.switch_current(str(tmp_path), "r1")
+    rules.switch_current(str(tmp_path), "r2")
+    assert os.readlink(tmp_path / "current") == "r2" and rules.current_revision(str(tmp_path)) == "r2"
+    state = rules.read_state(str(tmp_path))
+    state["refs"]["main"] = COMMIT
+    rules.write_state(str(tmp_path), state)
+    assert rules.read_state(str(tmp_path))["refs"] == {"main": COMMIT}
+    assert [entry for entry in os.listdir(tmp_path) if entry.startswith(".state.json.")] == []
+
+
+def test_current_that_is_a_directory_is_refused(tmp_path):
+    (tmp_path / "current").mkdir()
+    with pytest.raises(rules.ModelStoreError, match="not a symlink"):
+        rules.current_revision(str(tmp_path))
+
+
+def test_intact_checks_recorded_sizes_and_leftovers_finds_partial_work(tmp_path):
+    files = _model_dir(tmp_path / "r1", {"model.safetensors": b"12345"})
+    record = {"files": files}
+    assert rules.intact(str(tmp_path), "r1", record)
+    (tmp_path / "r1" / "model.safetensors").write_bytes(b"123")
+    assert not rules.intact(str(tmp_path), "r1", record)
+    assert not rules.intact(str(tmp_path), "r9", record)
+    (tmp_path / ".staging-r2").mkdir()
+    (tmp_path / "orphan").mkdir()
+    os.symlink("r1", tmp_path / "current")
+    assert rules.leftovers(str(tmp_path), _state(("r1", 1))) == [".staging-r2", "orphan"]
+
+
+def test_placed_fact_has_the_shape_vllm_serve_reads():
+    fact = rules.placed_fact("/var/lib/vllm-models", "tiny", {"revision": COMMIT, "kind": "hf"})
+    assert fact == {"path": "/var/lib/vllm-models/tiny/current", "revision": COMMIT, "source": "hf"}
