@@ -436,6 +436,22 @@ def serve_settings(variables, **rendering):
 
 
 # ---------------------------------------------------------------------------------------------
+# vllm_model
+
+def vllm_model_settings(variables, host):
+    """The models and the store: vllm_model_store.normalized_models() is the one place of these rules
+    (the role normalizes its models with it too); its messages are already one line."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store
+
+    try:
+        vllm_model_store.check_vllm_model_variables(variables)
+    except vllm_model_store.ModelInputError as error:
+        variable, dummy, rest = " ".join(str(error).split()).partition(": ")
+        return [InputError(variable, rest, show_got=False)]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
 # vllm_benchmark and vllm_rollout
 
 def vllm_benchmark_load(variables, host):
@@ -479,7 +495,9 @@ def _version(text):
     return tuple(int(part) for part in re.findall(r"[0-9]+", str(text)))
 
 
-_VARIABLE_AT_START = re.compile(r"^([a-z][a-z0-9_]*(\[[0-9]+\])?(\.[a-z_]+)*)[ :=]")
+# A variable, possibly indexed, with a key and a note on which setting it falls back to:
+# "vllm_serve_instances[0].model (or vllm_serve_model)".
+_VARIABLE_AT_START = re.compile(r"^([a-z][a-z0-9_]*(\[[0-9]+\])?(\.[a-z_]+)*( \(or [a-z_]+\))?)[ :=]")
 
 
 def _from_message(message, fallback_variable):
@@ -546,6 +564,12 @@ RULES = {
          "address (non-loopback only with an API key), no flag or variable the role manages, "
          "--trust-remote-code only through vllm_serve_trust_remote_code, CPU binds and KV cache that fit the "
          "host's NUMA nodes"),
+    ],
+    "vllm_model": [
+        (vllm_model_settings, "vllm_model_models, vllm_model_store, vllm_model_keep, vllm_model_min_free_disk_gib",
+         "each model has a directory-safe unique name and exactly one source URI of a known scheme (hf://, https://, "
+         "file://, controller://) with the keys that source takes (a hub model: a pinned revision, a token on one "
+         "line, http(s) endpoint); a dedicated absolute store; keep >= 1; free disk >= 0 GiB"),
     ],
     "vllm_benchmark": [
         (vllm_benchmark_load, "vllm_benchmark_concurrency, vllm_benchmark_requests, vllm_benchmark_max_tokens, "

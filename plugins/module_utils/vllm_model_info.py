@@ -52,7 +52,7 @@ TORCH_DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "hal
 ARCHITECTURES = ("aarch64", "x86_64")
 
 # Which quantization schemes vLLM's CPU backend serves, per architecture. Sources: vLLM 0.32's
-# docs/features/quantization/README.md table (x86 CPU / Arm CPU columns) and its CPU build:
+# vllm@v0.32.0/docs/features/quantization/README.md table (x86 CPU / Arm CPU columns) and its CPU build:
 # csrc/cpu/cpu_wna16.cpp (the W4A16 kernel behind AWQ, GPTQ and compressed-tensors WNA16 on CPU)
 # is compiled for PowerPC, s390x, RISC-V and x86's AVX-512 build, not for Arm and not into x86's
 # AVX2 build (cmake/cpu_extension.cmake:507-540, 584-620).

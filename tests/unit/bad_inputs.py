@@ -15,10 +15,13 @@ SECRET = "s3cr3t-token"
 
 # What every case starts from: a valid inventory for the test hosts (Debian 12 on this machine's
 # architecture; its GCC 12.2 is below the x86_64 floor, which only warns here).
+# A model the run places (vllm_model) and serves: the preflight cannot weigh it before the download.
 VALID = {
-    "vllm_serve_model": "/srv/models/m",
+    "vllm_model_models": [{"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}],
+    "vllm_serve_model": "tiny",
     "build_deps_compiler_floor_policy": "warn",
 }
+HUB_MODEL = {"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}
 
 CASES = [
     # build_deps
@@ -82,6 +85,26 @@ CASES = [
     ({"vllm_build_gib_per_job": 100000}, "vllm_build_gib_per_job"),
     ({"vllm_build_rust": "yes"}, "vllm_build_rust"),
     ({"vllm_build_keep_releases": "three"}, "vllm_build_keep_releases"),
+    # vllm_model
+    ({"vllm_model_models": [dict(HUB_MODEL, source="ftp://mirror.example/tiny")]}, "vllm_model_models[0] (tiny).source"),
+    ({"vllm_model_models": [dict(HUB_MODEL, source="gopher://tiny")]}, "vllm_model_models[0] (tiny).source"),
+    ({"vllm_model_models": [dict(HUB_MODEL, revision="")]}, "vllm_model_models[0] (tiny).revision"),
+    ({"vllm_model_models": [dict(HUB_MODEL, revision="main..x")]}, "vllm_model_models[0] (tiny).revision"),
+    ({"vllm_model_models": [dict(HUB_MODEL, name="tiny/../x")]}, "vllm_model_models[0].name"),
+    ({"vllm_model_models": [dict(HUB_MODEL, name="tiny\nx")]}, "vllm_model_models[0].name"),
+    ({"vllm_model_models": [HUB_MODEL, HUB_MODEL]}, "vllm_model_models[1].name"),
+    ({"vllm_model_models": [dict(HUB_MODEL, token=SECRET + "\nx")]}, "vllm_model_models[0] (tiny).token"),
+    ({"vllm_model_models": [dict(HUB_MODEL, endpoint="mirror.example")]}, "vllm_model_models[0] (tiny).endpoint"),
+    ({"vllm_model_models": [dict(HUB_MODEL, sha256={"a": "b"})]}, "vllm_model_models[0] (tiny).sha256"),
+    ({"vllm_model_models": [dict(HUB_MODEL, prot=1)]}, "vllm_model_models[0]"),
+    ({"vllm_model_models": [{"name": "local", "source": "file://relative/dir"}]},
+     "vllm_model_models[0] (local).source"),
+    ({"vllm_model_models": [{"name": "local", "source": "file:///srv/m", "token": SECRET}]},
+     "vllm_model_models[0] (local).token"),
+    ({"vllm_model_store": "/var"}, "vllm_model_store"),
+    ({"vllm_model_keep": 0}, "vllm_model_keep"),
+    ({"vllm_model_min_free_disk_gib": -1}, "vllm_model_min_free_disk_gib"),
+    ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),
     ({"vllm_serve_port": "eighty"}, "vllm_serve_port"),
@@ -100,9 +123,12 @@ CASES = [
     ({"vllm_serve_instances": [{"dtype": "int3"}]}, "vllm_serve_instances[0].dtype"),
     ({"vllm_serve_instances": [{"cpu_affinity": "0-99999"}]}, "vllm_serve_instances[0].cpu_affinity"),
     ({"vllm_serve_instances": "main"}, "vllm_serve_instances"),
-    ({"vllm_serve_model": ""}, "vllm_serve_instances[0].model"),
-    ({"vllm_serve_model": "not a model!"}, "vllm_serve_instances[0].model"),
-    ({"vllm_serve_model": "/srv/models/m\nExecStartPre=/bin/sh"}, "vllm_serve_instances[0].model"),
+    ({"vllm_serve_model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model)"),
+    ({"vllm_serve_model": "llama"}, "vllm_serve_instances[0].model (or vllm_serve_model)"),
+    ({"vllm_serve_model": "org/hub-model"}, "vllm_serve_instances[0]"),
+    ({"vllm_serve_model": "not a model!"}, "vllm_serve_instances[0].model (or vllm_serve_model)"),
+    ({"vllm_serve_model": "/srv/models/m\nExecStartPre=/bin/sh"}, "vllm_serve_instances[0].model (or vllm_serve_model)"),
+    ({"vllm_serve_model": "/srv/models/missing"}, "vllm_serve_instances[0].model (or vllm_serve_model)"),
     ({"vllm_serve_served_model_name": "tiny\nmodel"}, "vllm_serve_instances[0].served_model_name"),
     ({"vllm_serve_extra_args": ["--api-key", SECRET]}, "vllm_serve_extra_args"),
     ({"vllm_serve_extra_args": ["--trust-remote-code"]}, "vllm_serve_extra_args"),

@@ -51,10 +51,10 @@ def test_shown_values_lose_url_credentials_newlines_and_length():
 def test_trust_remote_code_is_on_only_through_its_variable(debian12_altra):
     from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import serve_units
 
-    settings = input_rules.serve_settings(dict(VALID, vllm_serve_trust_remote_code=True,
+    settings = input_rules.serve_settings(dict(VALID, vllm_serve_trust_remote_code=True, vllm_serve_model="org/tiny",
                                                vllm_serve_port=8000, vllm_serve_host="127.0.0.1"))
     settings = {key: value for key, value in settings.items() if value is not None}
-    [unit] = serve_units(debian12_altra["facts"], [{"name": "main"}], settings)
+    [unit] = serve_units(debian12_altra["facts"], [{"name": "main", "model_weights_gib": 1}], settings)
     assert "--trust-remote-code" in unit["arguments"]
 
 
