@@ -559,7 +559,7 @@ RULES = {
          "vllm_serve_block_size, vllm_serve_extra_args, vllm_serve_environment, vllm_serve_reserved_cpus_per_rank, "
          "vllm_serve_kv_cache_min_gib, vllm_serve_memory_headroom_gib, vllm_serve_offline, "
          "vllm_serve_trust_remote_code, vllm_serve_api_key, vllm_serve_api_key_file, vllm_serve_api_key_transport, "
-         "vllm_serve_allow_unauthenticated_remote",
+         "vllm_serve_allow_unauthenticated_remote, vllm_model_models (the models it may name)",
          "every unit the host would get can be computed: a model per instance, unique names and ports, a bind "
          "address (non-loopback only with an API key), no flag or variable the role manages, "
          "--trust-remote-code only through vllm_serve_trust_remote_code, CPU binds and KV cache that fit the "
