@@ -135,6 +135,9 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _fail(result, errors):
+        # The message alone: no facts or model summaries printed after it.
+        result.pop("ansible_facts", None)
+        result.pop("model_info", None)
         lines = [str(error) for error in errors]
         result.update(failed=True, msg=lines[0] if len(lines) == 1 else
                       "%d problems: %s" % (len(lines), " | ".join(lines)))

@@ -184,8 +184,8 @@ def test_a_revision_switch_changes_the_unit():
         path = "/var/lib/vllm-models/llama/" + revision
         placed = {"llama": dict(PLACED["llama"], revision=revision, revision_path=path)}
         info = {"models": {path: model_samples.summary("llama-3.1-8b-bf16", path)}, "errors": {}}
-        [unit] = serve_units(c8g, [{"model": "llama"}], {"declared_models": DECLARED, "placed_models": placed,
-                                                        "model_info": info})
+        settings = {"declared_models": DECLARED, "placed_models": placed, "model_info": info}
+        [unit] = serve_units(c8g, [{"model": "llama"}], settings)
         assert unit["arguments"][:2] == ["--model", path]
         commands.append(unit["exec_start"])
     assert commands[0] != commands[1]
