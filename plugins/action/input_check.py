@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.template import trust_as_template
 from ansible.utils.display import Display
 from ansible_collections.arm_inference.vllm.plugins.filter.platform import platform_support
 from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules, vllm_serve
@@ -37,6 +38,10 @@ def os_vars(role, platform_key):
     with open(path) as handle:
         return {key: value for key, value in (yaml.safe_load(handle) or {}).items()
                 if not (isinstance(value, str) and "{{" in value)}
+
+
+def _trusted(default):
+    return trust_as_template(default) if isinstance(default, str) and "{{" in default else default
 
 
 class ActionModule(ActionBase):
@@ -63,9 +68,10 @@ class ActionModule(ActionBase):
                 return result
 
         specs = {role: load_spec(role) for role in args["roles"]}
-        # A spec default may read other variables ({{ tcmalloc_library_path | default('') }}).
+        # A spec default may read other variables ({{ tcmalloc_library_path | default('') }}) or another role's
+        # contract; the specs are the collection's own files, so their templates are trusted as the roles' are.
         values = {name: task_vars[name] for spec in specs.values() for name in spec if name in task_vars}
-        values.update({name: entry["default"] for spec in specs.values() for name, entry in spec.items()
+        values.update({name: _trusted(entry["default"]) for spec in specs.values() for name, entry in spec.items()
                        if name not in values and "default" in entry})
         variables, errors = input_rules.check_specs(specs, self._templar.template(values))
         if errors:

@@ -395,7 +395,7 @@ DEFAULT_SETTINGS = {
     "reserved_cpus_per_rank": 1,
     "kv_cache_min_gib": 1,
     "memory_headroom_gib": None,
-    "venv_path": "/opt/vllm/venv",
+    "venv_path": "/opt/vllm/current/venv",
     "launcher_path": "/usr/local/libexec/arm-inference/vllm-serve-launch",
     "state_root": "/var/lib/vllm-serve",
     "cache_root": "/var/cache/vllm-serve",

@@ -20,12 +20,13 @@ description:
   - Reads each endpoint's API key from its key file on the host, so the key never travels through Ansible.
 requirements:
   - The C(openai) Python package in the interpreter that runs the module. vLLM depends on it, so run the module
-    with the vLLM venv's interpreter (C(ansible_python_interpreter=/opt/vllm/current/venv/bin/python)).
+    with the vLLM venv's interpreter (the C(python) entry of the vllm_serve role's contract).
 options:
   endpoints_file:
-    description: JSON list of endpoints written by the vllm_serve role.
+    description:
+      - JSON list of endpoints written by the vllm_serve role (the C(endpoints_file) entry of its contract).
+      - One of O(endpoints_file) and O(endpoints) is required.
     type: path
-    default: /etc/vllm-serve/endpoints.json
   endpoints:
     description: Endpoints to use instead of O(endpoints_file).
     type: list
@@ -74,10 +75,12 @@ notes:
 EXAMPLES = r"""
 - name: Eight concurrent chats against every local vLLM instance
   arm_inference.vllm.vllm_chat_load:
+    endpoints_file: "{{ __serve.endpoints_file }}"
     concurrency: [8]
     prompts: ["Explain what a NUMA node is in two sentences."]
   vars:
-    ansible_python_interpreter: /opt/vllm/current/venv/bin/python
+    __serve: "{{ vllm_serve_contract | default(lookup('arm_inference.vllm.role_contract', 'vllm_serve')) }}"
+    ansible_python_interpreter: "{{ __serve.python }}"
   register: __load
 """
 
@@ -220,7 +223,7 @@ def _key(module, endpoint):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "endpoints_file": {"type": "path", "default": "/etc/vllm-serve/endpoints.json"},
+            "endpoints_file": {"type": "path"},
             "endpoints": {"type": "list", "elements": "dict", "options": {
                 "name": {"type": "str", "required": True},
                 "base_url": {"type": "str", "required": True},
@@ -233,6 +236,7 @@ def main():
             "prompts": {"type": "list", "elements": "str", "required": True},
             "timeout": {"type": "float", "default": 600},
         },
+        required_one_of=[("endpoints_file", "endpoints")],
         supports_check_mode=True,
     )
     if not HAS_OPENAI:

@@ -115,13 +115,12 @@ FIXTURE_REPO = "/srv/vllm-fixture.git"
 FIXTURE_SCRIPT = REPO_ROOT / "tests" / "fixtures" / "make_vllm_source_repo.py"
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # Variables that let prepare.yml run in a native test container: the machine's CA for PyPI (see
-# CONTRIBUTING.md, "Test machine"), the build tools build_deps publishes installed into the venv. Debian 12's
+# CONTRIBUTING.md, "Test machine"); prepare.yml itself hands the venv the build tools build_deps publishes. Debian 12's
 # GCC 12.2 is below the floor vLLM's x86_64 backend demands; the fixture compiles with it, so the
 # floor only warns.
 PREPARE_VARIABLES = {
     "build_deps_compiler_floor_policy": "warn",
     "python_venv_pip_ca_bundle": HOST_CA_BUNDLE,
-    "python_venv_packages": "{{ build_deps_toolchain.venv_requirements | default([]) }}",
 }
 # What prepare.yml runs (its roles and the collection's plugins and metadata they use) and what is
 # staged; the base image id, the variables and the host's CA bundle join them in the digest.

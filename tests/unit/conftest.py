@@ -22,6 +22,11 @@ def _link_collection():
     namespace.mkdir(parents=True)
     os.symlink(REPO_ROOT, namespace / "vllm")
     sys.path.insert(0, str(root))
+    # Ansible's own collection loader (as ansible-test installs it), so that a Templar finds the
+    # collection's plugins by their full names: role defaults read contracts through its lookup.
+    from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
+    _AnsibleCollectionFinder(paths=[str(root)])._install()
     # rmtree removes the link, not the checkout it points to.
     atexit.register(shutil.rmtree, root, True)
 

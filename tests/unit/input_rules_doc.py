@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 
 UNIT_DIR = Path(__file__).resolve().parent
 REPO_ROOT = UNIT_DIR.parents[1]
@@ -68,6 +70,11 @@ def problems(inventory, host, roles=SITE_ROLES):
     values = {name: entry["default"] for spec in role_specs.values() for name, entry in spec.items()
               if "default" in entry and "{{" not in str(entry["default"])}
     values.update(inventory)
+    # Defaults that read another role's published values, rendered as a play renders them.
+    templar = Templar(loader=DataLoader(), variables=values)
+    values.update({name: templar.template(trust_as_template(entry["default"]))
+                   for spec in role_specs.values() for name, entry in spec.items()
+                   if name not in values and "{{" in str(entry.get("default", ""))})
     variables, errors = input_rules.check_specs(role_specs, values)
     if errors:
         return [("argument spec", str(error)) for error in errors]

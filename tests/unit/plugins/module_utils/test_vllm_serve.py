@@ -50,7 +50,7 @@ def test_single_instance_defaults(altra):
     assert unit["environment"]["LD_PRELOAD"] == "/usr/lib/libtcmalloc_minimal.so.4"
     assert unit["environment"]["HF_HUB_OFFLINE"] == "1"
     assert unit["cpu_affinity"] == "0-79" and unit["environment"]["VLLM_CPU_OMP_THREADS_BIND"] == "0-78"
-    assert unit["exec_start"].startswith("/opt/vllm/venv/bin/python -I /usr/local/libexec/arm-inference/")
+    assert unit["exec_start"].startswith("/opt/vllm/current/venv/bin/python -I /usr/local/libexec/arm-inference/")
 
 
 def test_one_instance_per_node_gets_its_own_port_cpus_and_dirs(superchip):

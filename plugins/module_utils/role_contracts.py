@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a role publishes for the other roles: each value has one owner (docs/architecture.md).
+
+CONTRACTS names, per owning role, each published entry and the owner's variable it is read from (a
+public default or an internal var of the owner's vars/main.yml); contract() adds what follows from
+them. The owner sets the result as the fact <role>_contract when it runs (vllm_serve, python_venv); the role_contract
+lookup computes the same from the owner's own files and the variables in scope where the owner has not run
+(a play of its own, or a consumer that runs before it). Consumers read only these entries, never a
+copy of the owner's literals.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import UNIT_PREFIX
+
+CONTRACTS = {
+    # The units it writes (found by their marker line), its configuration directory, the venv it
+    # serves from, how long it waits for /health, and the account the servers run as.
+    "vllm_serve": {
+        "config_dir": "_vllm_serve_config_dir",
+        "unit_dir": "_vllm_serve_unit_dir",
+        "marker": "_vllm_serve_marker",
+        "venv_path": "vllm_serve_venv_path",
+        "health_timeout": "vllm_serve_health_timeout",
+        "user": "vllm_serve_user",
+        "group": "vllm_serve_group",
+    },
+    # Where releases live (releases/<name>/ with its venv, the current link).
+    "vllm_build": {
+        "root": "vllm_build_root",
+    },
+    # The venv that builds vLLM and the account that owns it.
+    "python_venv": {
+        "path": "python_venv_path",
+        "user": "python_venv_user",
+        "group": "python_venv_group",
+    },
+}
+
+
+class ContractError(ValueError):
+    """A role has no contract, or a value it is read from is missing."""
+
+
+def variables(role):
+    """The owner's variables a contract reads (its CONTRACTS entry's values)."""
+    if role not in CONTRACTS:
+        raise ContractError("%s publishes no contract; roles that do: %s" % (role, ", ".join(sorted(CONTRACTS))))
+    return sorted(set(CONTRACTS[role].values()))
+
+
+def contract(role, values):
+    """role's published contract from values ({variable: value} for every name variables(role) lists)."""
+    missing = [name for name in variables(role) if name not in values]
+    if missing:
+        raise ContractError("%s's contract needs %s" % (role, ", ".join(missing)))
+    published = {key: values[name] for key, name in CONTRACTS[role].items()}
+    if role == "vllm_serve":
+        published["health_timeout"] = int(published["health_timeout"])
+        published["unit_pattern"] = UNIT_PREFIX + "*.service"
+        published["endpoints_file"] = published["config_dir"].rstrip("/") + "/endpoints.json"
+        published["python"] = published["venv_path"].rstrip("/") + "/bin/python"
+    elif role == "vllm_build":
+        published["current"] = published["root"].rstrip("/") + "/current"
+        published["current_venv"] = published["current"] + "/venv"
+    elif role == "python_venv":
+        published["interpreter"] = published["path"].rstrip("/") + "/bin/python"
+    return published

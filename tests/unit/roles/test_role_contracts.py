@@ -1,0 +1,166 @@
+"""A contract between roles has one owner (docs/architecture.md, "Roles and their contracts").
+
+The owner publishes its values (the fact <role>_contract when it runs, the role_contract lookup where
+it has not); other roles derive their defaults from them. These tests fail when a role copies a
+literal another role owns, or defaults another role's variable to a literal of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.arm_inference.vllm.plugins.lookup.role_contract import LookupModule, owner_values
+from ansible_collections.arm_inference.vllm.plugins.module_utils import role_contracts
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import DEFAULT_SETTINGS
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+ROLES_DIR = REPO_ROOT / "roles"
+ROLES = sorted(path.name for path in ROLES_DIR.iterdir() if (path / "tasks").is_dir())
+
+# Literals each role owns: the paths, names and markers of what it installs. No other role's files
+# may contain them (its README may describe them).
+OWNED = {
+    "vllm_serve": [
+        re.escape("/etc/vllm-serve"),
+        re.escape("Managed by arm_inference.vllm.vllm_serve"),
+        re.escape("vllm-serve-") + r"[*<{]",
+        re.escape("/etc/systemd/system"),
+    ],
+    # The release root itself and anything under its current link (a release's venv, its Python).
+    "vllm_build": [r"/opt/vllm(?![\w/.-])", re.escape("/opt/vllm/current")],
+    "python_venv": [re.escape("/opt/vllm/venv") + r"(?![\w.-])"],
+}
+
+
+def copied_literals(text, owner):
+    return [match.group(0) for pattern in OWNED[owner] for match in re.finditer(pattern, text)]
+
+
+def literal_defaults(text, owner):
+    """`<owner's variable> | default(<literal>)`: a consumer's copy of the owner's default."""
+    public = "|".join(re.escape(name) for name in owner_defaults(owner))
+    pattern = r"\b(?:%s)\s*\)?\s*\|\s*default\(\s*(?!''|\"\"|\[\]|\{\}|omit\b|none\b|None\b|\))['\"0-9\[{-]" % public
+    return re.findall(pattern, text)
+
+
+def owner_defaults(role):
+    return yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text()) or {}
+
+
+def role_files(role):
+    return [path for path in sorted((ROLES_DIR / role).rglob("*")) if path.is_file() and path.suffix != ".md"]
+
+
+CONSUMER_FILES = [(owner, path) for owner in OWNED for role in ROLES if role != owner for path in role_files(role)]
+
+
+@pytest.mark.parametrize("owner,path", CONSUMER_FILES,
+                         ids=["%s-in-%s" % (owner, path.relative_to(ROLES_DIR)) for owner, path in CONSUMER_FILES])
+def test_no_role_copies_a_literal_another_role_owns(owner, path):
+    text = path.read_text()
+    assert copied_literals(text, owner) == [], "read %s's contract instead (docs/architecture.md)" % owner
+    assert literal_defaults(text, owner) == [], "default to %s's contract, not a copy of its default" % owner
+
+
+def test_the_scan_finds_the_copies_this_collection_once_had():
+    # vllm_rollout's vars and restore wait, and vllm_benchmark's defaults, before the contracts.
+    assert copied_literals('_vllm_rollout_unit_marker: "# Managed by arm_inference.vllm.vllm_serve"', "vllm_serve")
+    assert copied_literals('patterns: "vllm-serve-*.service"', "vllm_serve")
+    assert copied_literals("vllm_benchmark_endpoints_file: /etc/vllm-serve/endpoints.json", "vllm_serve")
+    assert copied_literals("vllm_benchmark_python: /opt/vllm/current/venv/bin/python", "vllm_build")
+    assert copied_literals("vllm_build_venv_path: /opt/vllm/venv", "python_venv")
+    assert literal_defaults("retries: {{ ((vllm_serve_health_timeout | default(600)) | int / 5) }}", "vllm_serve")
+    assert literal_defaults("{{ vllm_build_root | default('/opt/vllm') }}", "vllm_build")
+    # What the owners' neighbours may keep: their own paths, and "nothing published" fallbacks.
+    assert not copied_literals("vllm_model_tools_venv: /opt/vllm/model-tools", "vllm_build")
+    assert not copied_literals("python_venv_path: /opt/vllm/venvs/py312", "python_venv")
+    assert not literal_defaults("{{ vllm_serve_contract | default(lookup('x')) }}", "vllm_serve")
+
+
+@pytest.mark.parametrize("role", sorted(role_contracts.CONTRACTS))
+def test_a_contract_reads_only_variables_its_owner_has(role):
+    own = owner_values(role)
+    assert [name for name in role_contracts.variables(role) if name not in own] == []
+    assert all(name.startswith((role + "_", "_" + role + "_")) for name in role_contracts.variables(role))
+
+
+def _lookup(role, variables=None):
+    templar = Templar(loader=DataLoader(), variables=variables or {})
+    [contract] = LookupModule(loader=DataLoader(), templar=templar).run([role], variables=variables or {})
+    return contract
+
+
+def _render(value, variables):
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(value))
+
+
+def test_vllm_serve_publishes_its_files_and_settings():
+    contract = _lookup("vllm_serve")
+    own = owner_values("vllm_serve")
+    assert contract["config_dir"] == own["_vllm_serve_config_dir"]
+    assert contract["endpoints_file"] == own["_vllm_serve_config_dir"] + "/endpoints.json"
+    assert contract["marker"] == own["_vllm_serve_marker"] and contract["unit_dir"] == own["_vllm_serve_unit_dir"]
+    assert contract["unit_pattern"] == "vllm-serve-*.service"
+    assert contract["health_timeout"] == own["vllm_serve_health_timeout"] == 900
+    assert (contract["user"], contract["group"]) == (own["vllm_serve_user"], own["vllm_serve_group"])
+    assert contract["venv_path"] == _lookup("vllm_build")["current_venv"] == "/opt/vllm/current/venv"
+    assert contract["python"] == contract["venv_path"] + "/bin/python"
+
+
+def test_the_inventory_moves_every_consumer_with_the_owner():
+    inventory = {"vllm_build_root": "/srv/vllm", "vllm_serve_group": "inference", "vllm_serve_health_timeout": "120",
+                 "python_venv_path": "/srv/venvs/build", "python_venv_user": "builder"}
+    serve = _lookup("vllm_serve", inventory)
+    assert serve["venv_path"] == "/srv/vllm/current/venv" and serve["python"] == "/srv/vllm/current/venv/bin/python"
+    assert (serve["group"], serve["health_timeout"]) == ("inference", 120)
+    consumers = {role: owner_defaults(role) for role in ("vllm_benchmark", "vllm_build", "vllm_rollout")}
+    assert _render(consumers["vllm_benchmark"]["vllm_benchmark_python"], inventory) == serve["python"]
+    assert _render(consumers["vllm_rollout"]["vllm_rollout_release_root"], inventory) == "/srv/vllm"
+    assert _render(consumers["vllm_build"]["vllm_build_venv_path"], inventory) == "/srv/venvs/build"
+    assert _render(consumers["vllm_build"]["vllm_build_user"], inventory) == "builder"
+    model_group = yaml.safe_load((ROLES_DIR / "vllm_model/vars/main.yml").read_text())["_vllm_model_group"]
+    assert _render(model_group, dict(inventory, vllm_model_group="")) == "inference"
+
+
+def test_a_published_fact_wins_over_the_owners_files():
+    fact = dict(_lookup("vllm_serve"), endpoints_file="/run/published/endpoints.json")
+    default = owner_defaults("vllm_benchmark")["vllm_benchmark_endpoints_file"]
+    assert _render(default, {"vllm_serve_contract": fact}) == "/run/published/endpoints.json"
+    assert _render(default, {}) == "/etc/vllm-serve/endpoints.json"
+
+
+def _publishing_task(path, fact):
+    tasks = yaml.safe_load(path.read_text())
+    return [task for task in tasks if fact in task.get("ansible.builtin.set_fact", {})]
+
+
+@pytest.mark.parametrize("role,path", [("vllm_serve", "tasks/main.yml"), ("python_venv", "tasks/configure.yml")])
+def test_the_owner_publishes_its_contract_when_it_runs(role, path):
+    [task] = _publishing_task(ROLES_DIR / role / path, role + "_contract")
+    assert task["ansible.builtin.set_fact"][role + "_contract"] == (
+        "{{ lookup('arm_inference.vllm.role_contract', '%s') }}" % role)
+
+
+def test_vllm_serve_python_defaults_are_the_roles():
+    # The unit filter's defaults (module_utils/vllm_serve.py) mirror the role's, which the role passes anyway.
+    defaults = {name: _render(value, {}) if isinstance(value, str) and "{{" in value else value
+                for name, value in owner_defaults("vllm_serve").items()}
+    mirrored = {key: defaults["vllm_serve_" + key] for key in DEFAULT_SETTINGS if "vllm_serve_" + key in defaults}
+    assert {key: DEFAULT_SETTINGS[key] for key in mirrored} == mirrored
+    assert {"venv_path", "host", "port", "offline"} <= set(mirrored)
+    assert DEFAULT_SETTINGS["launcher_path"] == owner_values("vllm_serve")["_vllm_serve_launcher"]
+
+
+def test_the_playbooks_wire_build_deps_into_python_venv():
+    for playbook in ("site.yml", "prepare.yml"):
+        [play] = [play for play in yaml.safe_load((REPO_ROOT / "playbooks" / playbook).read_text()) if "roles" in play]
+        [entry] = [role for role in play["roles"] if role["role"] == "arm_inference.vllm.python_venv"]
+        assert "build_deps_toolchain.venv_requirements" in entry["vars"]["python_venv_toolchain_requirements"]
+        roles = [role["role"] for role in play["roles"]]
+        assert roles.index("arm_inference.vllm.build_deps") < roles.index("arm_inference.vllm.python_venv")
