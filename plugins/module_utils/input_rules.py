@@ -21,7 +21,11 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import HostFactsError
-from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_source import redact_urls
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import (  # noqa: F401 (shown: public here)
+    SHOWN_LENGTH,
+    input_message,
+    shown,
+)
 
 PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHON_FLOOR = (3, 10)  # vLLM's CPU backend needs Python 3.10 or newer.
@@ -38,7 +42,6 @@ MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 DISTRIBUTION_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 TIME_SPAN = re.compile(r"^[0-9]+ ?(us|ms|s|sec|min|h|d|w)?$")
 SYSTEM_DIRECTORIES = ("/", "/usr", "/opt", "/var", "/home", "/etc", "/root", "/tmp")
-SHOWN_LENGTH = 80
 # Roles that install or configure something on the host: they need a supported OS.
 PLATFORM_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve")
 GIB = 1024 ** 3
@@ -51,22 +54,7 @@ class InputError(ValueError):
         self.variable = variable
         self.problem = problem
         self.fix = fix
-        text = "%s: %s" % (variable, problem)
-        if show_got:
-            text += " (got %s)" % shown(got)
-        if fix:
-            text += "; %s" % fix
-        super().__init__(text)
-
-
-def shown(value):
-    """A value as a message shows it: one line, URL credentials left out, long values cut."""
-    if isinstance(value, str):
-        text = repr(redact_urls(value))
-    else:
-        text = redact_urls(repr(value))
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= SHOWN_LENGTH else text[:SHOWN_LENGTH - 3] + "..."
+        super().__init__(input_message(variable, problem, got, fix, show_got))
 
 
 def has_control_characters(text):

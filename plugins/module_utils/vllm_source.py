@@ -20,6 +20,11 @@ import tarfile
 from html.parser import HTMLParser
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import (  # noqa: F401 (redact_urls: public here)
+    input_message,
+    redact_urls,
+)
+
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
 DEFAULT_INDEX_URL = "https://pypi.org/simple/"
 # Written last into an unpacked tree: a tree without it (an interrupted unpack) is never used.
@@ -153,14 +158,6 @@ def sdist_locations(name, pip_config, index_url=None):
         indexes = [config.get("index_url") or DEFAULT_INDEX_URL] + list(config.get("extra_index_urls") or [])
     pages += [index.rstrip("/") + "/" + normalize_name(name) + "/" for index in indexes]
     return pages
-
-
-_URL_CREDENTIALS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
-
-
-def redact_urls(text):
-    """text with the user:token@ part of every URL in it removed (index URLs in pip.conf may carry one)."""
-    return _URL_CREDENTIALS.sub(r"\1", text) if text else text
 
 
 def sdist_sha256(found, pinned):
