@@ -483,18 +483,20 @@ def _version(text):
     return tuple(int(part) for part in re.findall(r"[0-9]+", str(text)))
 
 
-# A variable, possibly indexed, with a key and a note on which setting it falls back to:
-# "vllm_serve_instances[0].model (or vllm_serve_model)".
-_VARIABLE_AT_START = re.compile(r"^([a-z][a-z0-9_]*(\[[0-9]+\])?(\.[a-z_]+)*( \(or [a-z_]+\))?)[ :=]")
+# A variable, possibly indexed and keyed, with a note on which setting it falls back to:
+# "vllm_serve_instances[0].model (or vllm_serve_model)", "vllm_serve_instances[1].environment.HF_HOME".
+_VARIABLE_AT_START = re.compile(r"^([a-z][a-z0-9_]*(\[[0-9]+\]|\.[A-Za-z_][A-Za-z0-9_]*)*( \(or [a-z_]+\))?): ")
 
 
 def _from_message(message, fallback_variable):
-    """A rule message of the older modules as one line that starts with the variable it names."""
+    """An InputError from a message of vllm_serve, vllm_tuning or host_facts. Their input messages are
+    already one line in the same form (input_message); one that names no variable (a host fact that
+    cannot be read) is put under fallback_variable."""
     text = " ".join(message.split())
     match = _VARIABLE_AT_START.match(text)
-    variable = match.group(1) if match else fallback_variable
-    problem = text[len(variable):].lstrip(" :") if match else text
-    return InputError(variable, problem.rstrip("."), show_got=False)
+    if match:
+        return InputError(match.group(1), text[match.end():], show_got=False)
+    return InputError(fallback_variable, text.rstrip("."), show_got=False)
 
 
 # role -> [(rule function, variables it reads, what it demands)]

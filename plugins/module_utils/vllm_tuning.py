@@ -113,9 +113,10 @@ def _rank_cpus(facts, instances, tp_size, reserved, with_reserved=False):
             cpus = parse_cpulist(node["usable_cpus"])
             size = len(cpus) // per_node
             if size <= reserved:
-                _refuse("vllm_serve_reserved_cpus_per_rank", "%d ranks on NUMA node %d leave %d CPU(s) each, not "
-                        "more than the %d reserved per rank" % (per_node, node["id"], size, reserved), reserved,
-                        "use fewer instances or a smaller tensor-parallel size, or reserve fewer CPUs per rank")
+                _refuse("vllm_serve_instances", "%d ranks on NUMA node %d leave %d CPU(s) each, not more than the %d "
+                        "reserved per rank" % (per_node, node["id"], size, reserved),
+                        got_text="%d instance(s) of tensor-parallel size %d" % (instances, tp_size),
+                        fix="use fewer instances or a smaller tensor-parallel size")
             chunks.extend(cpus[index * size:(index + 1) * size] for index in range(per_node))
     bound = []
     for chunk in chunks:
@@ -468,7 +469,7 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
             for cpu in (cpu for cpus in rank_cpus for cpu in cpus):
                 if claimed.setdefault(cpu, names[index]) != names[index]:
                     _refuse(variable + ".omp_threads_bind", "binds CPU %d, which instance %s already uses"
-                            % (cpu, claimed[cpu]), item["omp_threads_bind"], "give each instance CPUs of its own")
+                            % (cpu, claimed[cpu]), bind, "give each instance CPUs of its own")
         summary = item.get("model_summary")
         rules = _model_rules(facts, summary, item, variable)
         model_dtype = dtype(facts, item.get("dtype") if item.get("dtype") not in (None, "") else rules["dtype"],
