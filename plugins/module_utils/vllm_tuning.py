@@ -308,7 +308,8 @@ def acl_build_jobs(facts, build_jobs, gib_per_job=2, environment=None, variable=
                     "nproc, not MAX_JOBS), %.0f GiB at %s GiB each, but the host has %.1f GiB available" % (
                         " and ".join(sorted(set_by_user)), acl_jobs, acl_jobs * per_job, per_job,
                         memory / float(GIB_MIB)),
-                    set_by_user, "remove them from %s or set OMP_THREAD_LIMIT to %d or less" % (variable, fitting))
+                    fix="remove them from %s or set OMP_THREAD_LIMIT to %d or less" % (variable, fitting),
+                    got_text=", ".join("%s=%s" % item for item in sorted(set_by_user.items())))
     return {"jobs": acl_jobs, "environment": added}
 
 
