@@ -21,11 +21,7 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import HostFactsError
-from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import (  # noqa: F401 (shown: public here)
-    SHOWN_LENGTH,
-    input_message,
-    shown,
-)
+from ansible_collections.arm_inference.vllm.plugins.module_utils import input_message as _message
 
 PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHON_FLOOR = (3, 10)  # vLLM's CPU backend needs Python 3.10 or newer.
@@ -45,6 +41,9 @@ SYSTEM_DIRECTORIES = ("/", "/usr", "/opt", "/var", "/home", "/etc", "/root", "/t
 # Roles that install or configure something on the host: they need a supported OS.
 PLATFORM_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve")
 GIB = 1024 ** 3
+# How a value is shown is input_message's, shared with the older rule modules.
+SHOWN_LENGTH = _message.SHOWN_LENGTH
+shown = _message.shown
 
 
 class InputError(ValueError):
@@ -54,7 +53,7 @@ class InputError(ValueError):
         self.variable = variable
         self.problem = problem
         self.fix = fix
-        super().__init__(input_message(variable, problem, got, fix, show_got))
+        super().__init__(_message.input_message(variable, problem, got, fix, show_got))
 
 
 def has_control_characters(text):

@@ -20,7 +20,7 @@ import tarfile
 from html.parser import HTMLParser
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
-from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import (  # noqa: F401 (redact_urls: public here)
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import (
     input_message,
     redact_urls,
 )

@@ -156,7 +156,7 @@ def test_history_lines_and_rollback_target():
     assert vllm_build.rollback_target(history, "b", {"a": {}, "b": {}}) == "a"
     assert vllm_build.rollback_target(history + ["a"], "a", {"a": {}, "b": {}}) == "b"
     with pytest.raises(BuildError, match=r"^vllm_build_rollback: there is no earlier release to roll back to .* \(got True\); set "
-                                           r"vllm_build_rollback: false"):
+                                         r"vllm_build_rollback: false"):
         vllm_build.rollback_target(["a"], "a", {"a": {}})
     with pytest.raises(BuildError, match="Line 2 of the release history"):
         vllm_build.parse_history('{"release": "a"}\nnot json\n')

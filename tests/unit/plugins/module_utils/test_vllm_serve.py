@@ -76,45 +76,45 @@ def test_wildcard_bind_is_checked_on_loopback(altra):
 
 @pytest.mark.parametrize("instances, settings, expected", [
     ([{"host": "0.0.0.0"}], {}, "vllm_serve_instances[0].host: is reachable from other machines, "
-                                   "but no API key is configured (got '0.0.0.0'); set vllm_serve_api_key"),
+                                "but no API key is configured (got '0.0.0.0'); set vllm_serve_api_key"),
     ([{}], {"host": "10.0.0.5"}, "vllm_serve_host: is reachable from other machines, but no API key is "
-                                      "configured (got '10.0.0.5')"),
+                                 "configured (got '10.0.0.5')"),
     ([{}], {"host": "myhost"}, "vllm_serve_host: must be an IP address to listen on (got 'myhost'); give "
-                                    "127.0.0.1, ::1"),
+                               "127.0.0.1, ::1"),
     ([{"model": ""}], {"model": ""}, "vllm_serve_instances[0].model: is required (got ''); name a model"),
     ([{}], {"model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model): is required (got '')"),
     ([{"model": "not a model"}], {}, "vllm_serve_instances[0].model: not a model is neither a model declared in "
                                      "vllm_model_models (none declared), an absolute path nor a hub id"),
     ([{"name": "Bad Name"}], {}, "vllm_serve_instances[0].name: must be 1-40 characters of a-z, 0-9, '-' and "
-                                  "'_', starting with a letter or digit (got 'Bad Name'); rename the instance"),
+                                 "'_', starting with a letter or digit (got 'Bad Name'); rename the instance"),
     ([{"name": "a"}, {"name": "b", "port": 8000}], {}, "vllm_serve_instances[1].port: is already used by instance a (got 8000); "
-                                                     "give every instance its own port"),
+                                                       "give every instance its own port"),
     ([{"port": 70000}], {}, "vllm_serve_instances[0].port: must be a TCP port between 1 and 65535 "
-                                 "(got 70000); pick a free port"),
+                            "(got 70000); pick a free port"),
     ([{"prot": 8001}], {}, "vllm_serve_instances[0]: has unknown key(s) prot (got ['prot']); use only "
-                                "the allowed keys: name, model,"),
+                           "the allowed keys: name, model,"),
     ([{"extra_args": ["--api-key=x"]}], {}, "vllm_serve_instances[0].extra_args: must not contain --api-key: the role "
-                                                "sets it (got '--api-key'); use the instance keys"),
+                                            "sets it (got '--api-key'); use the instance keys"),
     ([{}], {"extra_args": ["--port", "1"]}, "vllm_serve_extra_args: must not contain --port: the role sets it (got "
-                                                "'--port')"),
+                                            "'--port')"),
     ([{"extra_args": "--foo"}], {}, "vllm_serve_instances[0].extra_args: must be a list of strings, one argument "
-                                     "each (got '--foo'); write each argument"),
+                                    "each (got '--foo'); write each argument"),
     ([{"environment": {"PYTHONOPTIMIZE": "1"}}], {}, "vllm_serve_instances[0].environment: must not set PYTHONOPTIMIZE: it disables a vLLM safeguard (got "
      "'PYTHONOPTIMIZE'); remove it (PYTHONOPTIMIZE, VLLM_ALLOW_INSECURE_SERIALIZATION, VLLM_SERVER_DEV_MODE are "
      "refused)"),
     ([{}], {"environment": {"VLLM_API_KEY": "k"}}, "vllm_serve_environment: must not set VLLM_API_KEY: the role computes it "
                                                    "(got 'VLLM_API_KEY'); use the instance keys"),
     ([{"environment": {"A": "x\ny"}}], {}, "vllm_serve_instances[0].environment.A: must not contain control "
-                                                 "characters such as newlines; remove them"),
+                                           "characters such as newlines; remove them"),
     ([{"max_model_len": 0}], {}, "vllm_serve_instances[0].max_model_len: must be a positive integer or "
-                                     "empty (vLLM's default) (got 0); give a whole number"),
+                                 "empty (vLLM's default) (got 0); give a whole number"),
     ([{}], {"max_num_seqs": "many"}, "vllm_serve_max_num_seqs: must be a positive integer or empty (vLLM's "
-                                       "default) (got 'many')"),
+                                     "default) (got 'many')"),
     ([{"cpu_affinity": "0-500"}], {}, "vllm_serve_instances[0].cpu_affinity: names CPUs this host cannot use "
-                                           "(80-500) (got '0-500'); use only the usable CPUs: 0-79"),
+                                      "(80-500) (got '0-500'); use only the usable CPUs: 0-79"),
     ([{"kv_cache_gib": 100000}], {}, "vllm_serve_instances[0].kv_cache_gib: does not fit: NUMA node"),
     ("main", {}, "vllm_serve_instances: must be a list of mappings (one per vLLM server) (got "
-                      "'main'); give one mapping per server"),
+                 "'main'); give one mapping per server"),
 ])
 def test_bad_input_names_the_variable(altra, instances, settings, expected):
     assert expected in _error(altra, instances, settings)
@@ -203,7 +203,7 @@ def test_a_revision_switch_changes_the_unit():
         placed = {"llama": dict(PLACED["llama"], revision=revision, revision_path=path)}
         info = {"models": {path: model_samples.summary("llama-3.1-8b-bf16", path)}, "errors": {}}
         [unit] = serve_units(c8g, [{"model": "llama"}], {"declared_models": DECLARED, "placed_models": placed,
-                                                        "model_info": info})
+                                                         "model_info": info})
         assert unit["arguments"][:2] == ["--model", path]
         commands.append(unit["exec_start"])
     assert commands[0] != commands[1]

@@ -48,7 +48,7 @@ def test_tensor_parallel_defaults_to_nodes_per_instance(superchip):
 @pytest.mark.parametrize("size", [3, 5])
 def test_tensor_parallel_that_does_not_fit_names_the_variable(superchip, size):
     with pytest.raises(tuning.TuningError, match=r"^vllm_serve_tensor_parallel_size: does not fit: 1 instance\(s\) x %d ranks .*\(got %d\); "
-                                                      r"use a size that fits: 1, 2, 4" % (size, size)):
+                                                 r"use a size that fits: 1, 2, 4" % (size, size)):
         tuning.tensor_parallel_size(superchip, override=size)
 
 
@@ -102,7 +102,7 @@ def test_kv_cache_budget_is_per_node_share(superchip):
 
 def test_kv_cache_override_that_does_not_fit(superchip):
     with pytest.raises(tuning.TuningError, match=r"kv_cache_gib: does not fit: NUMA node 1 gives each rank 470.6 GiB.*"
-                                                      r"\(got 500\); set it to 423 or less"):
+                                                 r"\(got 500\); set it to 423 or less"):
         serve(superchip, [{"kv_cache_gib": 500}])
     profile, = serve(superchip, [{"kv_cache_gib": 40}])
     assert "VLLM_CPU_KVCACHE_SPACE" not in profile["environment"]
@@ -119,7 +119,7 @@ def test_kv_cache_floor(small_n1):
 def test_unknown_memory_asks_for_the_kv_size():
     facts = build_host_facts(published_samples.load_sample("graviton3"))
     with pytest.raises(tuning.TuningError, match="^vllm_serve_instances\\[0\\].kv_cache_gib: cannot be sized: "
-                                                      "the NUMA node of CPU 0 reports no memory \\(got None\\); set it"):
+                                                 "the NUMA node of CPU 0 reports no memory \\(got None\\); set it"):
         serve(facts)
     assert serve(facts, [{"kv_cache_gib": 20}])[0]["kv_cache_gib"] == 20
     with pytest.raises(tuning.TuningError, match="memory is unknown"):
@@ -267,13 +267,13 @@ def test_bad_instances(superchip, instances, message):
 
 def test_reserved_cpus_that_leave_nothing(small_n1):
     with pytest.raises(tuning.TuningError, match="^vllm_serve_reserved_cpus_per_rank: leaves no CPU for OpenMP threads "
-                                                      "on a rank of 2 CPU\\(s\\) \\(0-1\\) \\(got 2\\); reserve fewer"):
+                                                 "on a rank of 2 CPU\\(s\\) \\(0-1\\) \\(got 2\\); reserve fewer"):
         serve(small_n1, [{"model_params_billion": 0.5}], reserved_cpus_per_rank=2)
 
 
 def test_instances_must_not_share_cpus(superchip):
     with pytest.raises(tuning.TuningError, match="^vllm_serve_instances\\[1\\].omp_threads_bind: binds CPU 60, which "
-                                                      "instance a already uses \\(got '60-70'\\); give each instance"):
+                                                 "instance a already uses \\(got '60-70'\\); give each instance"):
         serve(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "60-70"}])
     first, second = serve(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "100-110"}])
     assert second["omp_threads_bind"] == "100-110"
