@@ -21,7 +21,7 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import HostFactsError
-from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_source import redact_urls
+from ansible_collections.arm_inference.vllm.plugins.module_utils import input_message as _message
 
 PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHON_FLOOR = (3, 10)  # vLLM's CPU backend needs Python 3.10 or newer.
@@ -38,10 +38,12 @@ MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 DISTRIBUTION_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 TIME_SPAN = re.compile(r"^[0-9]+ ?(us|ms|s|sec|min|h|d|w)?$")
 SYSTEM_DIRECTORIES = ("/", "/usr", "/opt", "/var", "/home", "/etc", "/root", "/tmp")
-SHOWN_LENGTH = 80
 # Roles that install or configure something on the host: they need a supported OS.
 PLATFORM_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve")
 GIB = 1024 ** 3
+# How a value is shown is input_message's, shared with the older rule modules.
+SHOWN_LENGTH = _message.SHOWN_LENGTH
+shown = _message.shown
 
 
 class InputError(ValueError):
@@ -51,22 +53,7 @@ class InputError(ValueError):
         self.variable = variable
         self.problem = problem
         self.fix = fix
-        text = "%s: %s" % (variable, problem)
-        if show_got:
-            text += " (got %s)" % shown(got)
-        if fix:
-            text += "; %s" % fix
-        super().__init__(text)
-
-
-def shown(value):
-    """A value as a message shows it: one line, URL credentials left out, long values cut."""
-    if isinstance(value, str):
-        text = repr(redact_urls(value))
-    else:
-        text = redact_urls(repr(value))
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= SHOWN_LENGTH else text[:SHOWN_LENGTH - 3] + "..."
+        super().__init__(_message.input_message(variable, problem, got, fix, show_got))
 
 
 def has_control_characters(text):
@@ -495,18 +482,20 @@ def _version(text):
     return tuple(int(part) for part in re.findall(r"[0-9]+", str(text)))
 
 
-# A variable, possibly indexed, with a key and a note on which setting it falls back to:
-# "vllm_serve_instances[0].model (or vllm_serve_model)".
-_VARIABLE_AT_START = re.compile(r"^([a-z][a-z0-9_]*(\[[0-9]+\])?(\.[a-z_]+)*( \(or [a-z_]+\))?)[ :=]")
+# A variable, possibly indexed and keyed, with a note on which setting it falls back to:
+# "vllm_serve_instances[0].model (or vllm_serve_model)", "vllm_serve_instances[1].environment.HF_HOME".
+_VARIABLE_AT_START = re.compile(r"^([a-z][a-z0-9_]*(\[[0-9]+\]|\.[A-Za-z_][A-Za-z0-9_]*)*( \(or [a-z_]+\))?): ")
 
 
 def _from_message(message, fallback_variable):
-    """A rule message of the older modules as one line that starts with the variable it names."""
+    """An InputError from a message of vllm_serve, vllm_tuning or host_facts. Their input messages are
+    already one line in the same form (input_message); one that names no variable (a host fact that
+    cannot be read) is put under fallback_variable."""
     text = " ".join(message.split())
     match = _VARIABLE_AT_START.match(text)
-    variable = match.group(1) if match else fallback_variable
-    problem = text[len(variable):].lstrip(" :") if match else text
-    return InputError(variable, problem.rstrip("."), show_got=False)
+    if match:
+        return InputError(match.group(1), text[match.end():], show_got=False)
+    return InputError(fallback_variable, text.rstrip("."), show_got=False)
 
 
 # role -> [(rule function, variables it reads, what it demands)]

@@ -16,6 +16,8 @@ import os
 import re
 from email.parser import HeaderParser
 
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
+
 # vLLM renamed its CPU build requirements in late 2025 (requirements/cpu-build.txt ->
 # requirements/build/cpu.txt); a pinned tree has exactly one of them. Newest layout first.
 BUILD_REQUIREMENT_CANDIDATES = ("requirements/build/cpu.txt", "requirements/cpu-build.txt")
@@ -428,9 +430,10 @@ def rollback_target(history, current, available):
     for name in reversed(history):
         if name != current and name in available:
             return name
-    raise BuildError(
-        "There is no earlier release to roll back to (current: %s; releases kept: %s)." % (
-            current or "none", ", ".join(sorted(available)) or "none"))
+    raise BuildError(input_message(
+        "vllm_build_rollback", "there is no earlier release to roll back to (current: %s; releases kept: %s)" % (
+            current or "none", ", ".join(sorted(available)) or "none"), True,
+        "set vllm_build_rollback: false (a rollback needs an earlier release that is still kept)"))
 
 
 def releases_to_prune(releases, keep, protected):
@@ -440,7 +443,8 @@ def releases_to_prune(releases, keep, protected):
     the rollback target stay even when they are older than the newest `keep`.
     """
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
-        raise BuildError("vllm_build_keep_releases=%r must be an integer of at least 1." % (keep,))
+        raise BuildError(input_message("vllm_build_keep_releases", "must be an integer of at least 1", keep,
+                                       "keep 1 (the current release only) or more releases"))
     newest_first = sorted(releases, key=lambda name: (str(releases[name].get("created", "")), name), reverse=True)
     kept = set(newest_first[:keep]) | {name for name in protected if name}
     return [name for name in newest_first if name not in kept]

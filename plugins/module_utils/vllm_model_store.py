@@ -52,6 +52,8 @@ class ModelStoreError(Exception):
 
 def _shown(value):
     """A value for an error message: one line, control characters escaped, long values cut."""
+    if value == "":
+        return "''"  # "(got )" would read as if nothing were shown
     text = json.dumps(value) if not isinstance(value, str) else value
     text = _CONTROL.sub(lambda match: "\\x%02x" % ord(match.group()), text)
     return text if len(text) <= 120 else text[:117] + "..."

@@ -18,6 +18,7 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts impo
     format_cpulist,
     parse_cpulist,
 )
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_tuning import (
     TuningError,
     serve_profile,
@@ -53,34 +54,46 @@ FORBIDDEN_ENVIRONMENT = ("PYTHONOPTIMIZE", "VLLM_ALLOW_INSECURE_SERIALIZATION", 
 
 
 class ServeError(ValueError):
-    """An instance setting is invalid; the message names the variable and what is allowed."""
+    """An instance setting is invalid: one line, `<variable>: <what is wrong> (got <value>); <what to do>`."""
 
 
-def _no_control_characters(value, variable):
+def _refuse(variable, problem, got=None, fix="", show_got=True, got_text=None):
+    raise ServeError(input_message(variable, problem, got, fix, show_got, got_text))
+
+
+def _kind(value):
+    """What a value is, for a message that must not print it (it may hold a token)."""
+    return "a %s" % type(value).__name__
+
+
+def _no_control_characters(value, variable, show_got=True):
     text = str(value)
     if any(ord(char) < 32 or ord(char) == 127 for char in text):
-        raise ServeError("%s must not contain control characters such as newlines." % variable)
+        _refuse(variable, "must not contain control characters such as newlines", text,
+                "remove them (a newline would split the line it is written to)", show_got)
     return text
 
 
 def _optional_positive_int(value, variable):
     if value in (None, ""):
         return None
+    problem = "must be a positive integer or empty (vLLM's default)"
+    fix = "give a whole number of 1 or more, or leave it empty"
     if isinstance(value, bool):
-        raise ServeError("%s must be a positive integer or empty (vLLM's default), got %r." % (variable, value))
+        _refuse(variable, problem, value, fix)
     try:
         number = int(str(value).strip())
     except ValueError:
-        raise ServeError("%s must be a positive integer or empty (vLLM's default), got %r." % (variable, value))
+        _refuse(variable, problem, value, fix)
     if number < 1:
-        raise ServeError("%s must be a positive integer or empty (vLLM's default), got %r." % (variable, value))
+        _refuse(variable, problem, value, fix)
     return number
 
 
 def _port(value, variable):
     number = _optional_positive_int(value, variable)
     if number is None or number > 65535:
-        raise ServeError("%s must be a TCP port between 1 and 65535, got %r." % (variable, value))
+        _refuse(variable, "must be a TCP port between 1 and 65535", value, "pick a free port between 1 and 65535")
     return number
 
 
@@ -89,8 +102,8 @@ def _bind_address(value, variable):
     try:
         return ipaddress.ip_address(text)
     except ValueError:
-        raise ServeError("%s must be an IP address to listen on (127.0.0.1, ::1, an interface address, 0.0.0.0 "
-                         "or ::), got %r." % (variable, value))
+        _refuse(variable, "must be an IP address to listen on", value,
+                "give 127.0.0.1, ::1, an interface address, 0.0.0.0 or ::")
 
 
 def _declared_names(value):
@@ -106,8 +119,8 @@ def resolve_model(value, variable, settings):
     is none of these, are refused naming the variable."""
     text = _no_control_characters(value if value is not None else "", variable).strip()
     if not text:
-        raise ServeError("%s is required: a model declared in vllm_model_models, a local model directory (absolute "
-                         "path) or a Hugging Face hub id such as org/name." % variable)
+        _refuse(variable, "is required", text, "name a model declared in vllm_model_models, a local model directory "
+                "(absolute path) or a Hugging Face hub id such as org/name")
     placed = settings.get("placed_models") or {}
     entry = placed.get(text) if isinstance(placed, dict) else None
     if isinstance(entry, dict) and str(entry.get("path") or "").startswith("/"):
@@ -117,18 +130,17 @@ def resolve_model(value, variable, settings):
         return {"kind": "placed", "name": text, "path": path, "revision": entry.get("revision"),
                 "source": entry.get("source"), "pending": bool(entry.get("pending"))}
     if text in _declared_names(settings.get("declared_models")):
-        raise ServeError("%s: model %s is declared in vllm_model_models but not placed on this host (got %s, "
-                         "vllm_model_placed has %s); run the vllm_model role before vllm_serve (site.yml and serve.yml "
-                         "do)." % (variable, text, text, ", ".join(sorted(placed)) if isinstance(placed, dict) and placed
-                                   else "nothing"))
+        _refuse(variable, "model %s is declared in vllm_model_models but not placed on this host (vllm_model_placed "
+                "has %s)" % (text, ", ".join(sorted(placed)) if isinstance(placed, dict) and placed else "nothing"),
+                text, "run the vllm_model role before vllm_serve (site.yml and serve.yml do)")
     if text.startswith("/"):
         return {"kind": "path", "path": text}
     if MODEL_ID_PATTERN.match(text):
         return {"kind": "hub", "id": text}
     declared = _declared_names(settings.get("declared_models"))
-    raise ServeError("%s: %s is neither a model declared in vllm_model_models (%s), an absolute path nor a hub id "
-                     "org/name (got %r); declare the model in vllm_model_models or correct the name."
-                     % (variable, text, ", ".join(declared) or "none declared", text))
+    _refuse(variable, "%s is neither a model declared in vllm_model_models (%s), an absolute path nor a hub id "
+            "org/name" % (text, ", ".join(declared) or "none declared"), text,
+            "declare the model in vllm_model_models or correct the name")
 
 
 def _model_variable(item, index):
@@ -162,28 +174,30 @@ def _model_summary(model, item, variable, model_info):
     # A model this run's vllm_model places later (the preflight play) is weighed by the size given.
     if sized and (model["kind"] == "path" or model.get("pending")):
         return None
-    raise ServeError("%s: the model directory cannot be read: %s (got %s); %s." % (
-        variable, error, model["path"], "run the vllm_model role again to place it" if model["kind"] == "placed"
-        else "point it at a Hugging Face model directory, or set the size with model_weights_gib"))
+    _refuse(variable, "the model directory cannot be read: %s" % " ".join(str(error).split()), model["path"],
+            "run the vllm_model role again to place it" if model["kind"] == "placed"
+            else "point it at a Hugging Face model directory, or set the size with model_weights_gib")
 
 
 def _extra_args(value, variable):
     if value in (None, ""):
         return []
     if not isinstance(value, (list, tuple)):
-        raise ServeError("%s must be a list of strings, one argument each, got %r." % (variable, value))
+        _refuse(variable, "must be a list of strings, one argument each", value,
+                "write each argument as its own list item, such as ['--enforce-eager']")
     arguments = [_no_control_characters(item, "%s[%d]" % (variable, index)) for index, item in enumerate(value)]
     for argument in arguments:
         flag = argument.split("=", 1)[0]
         if flag == "--trust-remote-code":
-            raise ServeError("%s must not contain --trust-remote-code: it runs the model repository's own Python "
-                             "code in the server; set vllm_serve_trust_remote_code: true to allow it for every "
-                             "instance (see docs/security.md)." % variable)
+            _refuse(variable, "must not contain --trust-remote-code: it runs the model repository's own Python code "
+                    "in the server", flag, "set vllm_serve_trust_remote_code: true to allow it for every instance "
+                    "(see docs/security.md)")
         if flag in MANAGED_FLAGS:
-            raise ServeError("%s must not contain %s: the role sets it (instance keys model, served_model_name, "
-                             "host, port, dtype, tensor_parallel_size, max_model_len, max_num_batched_tokens, "
-                             "max_num_seqs, block_size; the API key comes from vllm_serve_api_key)."
-                             % (variable, flag))
+            # Only the flag is shown: --api-key=... would carry the secret.
+            _refuse(variable, "must not contain %s: the role sets it" % flag, flag,
+                    "use the instance keys model, served_model_name, host, port, dtype, tensor_parallel_size, "
+                    "max_model_len, max_num_batched_tokens, max_num_seqs, block_size; the API key comes from "
+                    "vllm_serve_api_key")
     return arguments
 
 
@@ -191,22 +205,26 @@ def _environment(value, variable):
     if value in (None, ""):
         return {}
     if not isinstance(value, dict):
-        raise ServeError("%s must be a mapping of variable names to values, got %r." % (variable, value))
+        # Only the value's type is shown: an environment given as text may carry a token.
+        _refuse(variable, "must be a mapping of variable names to values", fix="write NAME: value pairs",
+                got_text=_kind(value))
     result = {}
     for key, item in value.items():
         key = str(key)
         if not ENV_NAME_PATTERN.match(key):
-            raise ServeError("%s has an invalid variable name %r." % (variable, key))
+            _refuse(variable, "has an invalid variable name", key,
+                    "use letters, digits and _, not starting with a digit")
         if key in MANAGED_ENVIRONMENT:
-            raise ServeError("%s must not set %s: the role computes it (use the instance keys kv_cache_gib, "
-                             "omp_threads_bind, onednn_fpmath_mode, vllm_serve_reserved_cpus_per_rank, "
-                             "vllm_serve_tcmalloc_path, vllm_serve_api_key)." % (variable, key))
+            _refuse(variable, "must not set %s: the role computes it" % key, key,
+                    "use the instance keys kv_cache_gib, omp_threads_bind, onednn_fpmath_mode, "
+                    "vllm_serve_reserved_cpus_per_rank, vllm_serve_tcmalloc_path, vllm_serve_api_key instead")
         if key in FORBIDDEN_ENVIRONMENT:
-            raise ServeError("%s must not set %s: it disables a vLLM safeguard (%s are refused)."
-                             % (variable, key, ", ".join(FORBIDDEN_ENVIRONMENT)))
+            _refuse(variable, "must not set %s: it disables a vLLM safeguard" % key, key,
+                    "remove it (%s are refused)" % ", ".join(FORBIDDEN_ENVIRONMENT))
         if isinstance(item, bool):
             item = "1" if item else "0"
-        result[key] = _no_control_characters("" if item is None else item, "%s.%s" % (variable, key))
+        # An environment value may be a token: what is wrong with it is said, the value is not shown.
+        result[key] = _no_control_characters("" if item is None else item, "%s.%s" % (variable, key), show_got=False)
     return result
 
 
@@ -219,12 +237,12 @@ def _cpu_affinity(facts, value, computed, variable):
     try:
         cpus = parse_cpulist(text)
     except HostFactsError as error:
-        raise ServeError("%s: %s" % (variable, error))
+        _refuse(variable, "cannot be read: %s" % error, text, "give a CPU list such as 0-3,8")
     usable = set(parse_cpulist(facts["cpus"]["usable"]))
     missing = sorted(set(cpus) - usable)
     if missing:
-        raise ServeError("%s names CPUs this host cannot use (%s); usable CPUs: %s."
-                         % (variable, format_cpulist(missing), facts["cpus"]["usable"]))
+        _refuse(variable, "names CPUs this host cannot use (%s)" % format_cpulist(missing), text,
+                "use only the usable CPUs: %s" % facts["cpus"]["usable"])
     return format_cpulist(cpus)
 
 
@@ -245,12 +263,13 @@ def _instances(value):
     if value in (None, ""):
         return []
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise ServeError("vllm_serve_instances must be a list of mappings (one per vLLM server), got %r." % (value,))
+        _refuse("vllm_serve_instances", "must be a list of mappings (one per vLLM server)", value,
+                "give one mapping per server, such as [{name: main, port: 8000}]")
     for index, item in enumerate(value):
         unknown = sorted(str(key) for key in item if key not in INSTANCE_KEYS)
         if unknown:
-            raise ServeError("vllm_serve_instances[%d] has unknown key(s) %s; allowed keys: %s."
-                             % (index, ", ".join(unknown), ", ".join(INSTANCE_KEYS)))
+            _refuse("vllm_serve_instances[%d]" % index, "has unknown key(s) %s" % ", ".join(unknown), unknown,
+                    "use only the allowed keys: %s" % ", ".join(INSTANCE_KEYS))
     return value
 
 
@@ -279,8 +298,8 @@ def serve_units(facts, instances, settings):
     except (TuningError, HostFactsError) as error:
         raise ServeError(str(error))
     if merged["api_key_transport"] not in API_KEY_TRANSPORTS:
-        raise ServeError("vllm_serve_api_key_transport must be one of %s, got %r."
-                         % (", ".join(API_KEY_TRANSPORTS), merged["api_key_transport"]))
+        _refuse("vllm_serve_api_key_transport", "must be one of %s" % ", ".join(API_KEY_TRANSPORTS),
+                merged["api_key_transport"], "set it to %s" % " or ".join(API_KEY_TRANSPORTS))
     base_port = _port(merged["port"], "vllm_serve_port")
     units = []
     ports = {}
@@ -289,26 +308,25 @@ def serve_units(facts, instances, settings):
         variable = "vllm_serve_instances[%d]" % index
         name = str(item.get("name") or ("main" if len(items) == 1 else "vllm%d" % index))
         if not NAME_PATTERN.match(name):
-            raise ServeError("%s.name must be 1-40 characters of a-z, 0-9, '-' and '_', starting with a letter or "
-                             "digit, got %r." % (variable, name))
+            _refuse(variable + ".name", "must be 1-40 characters of a-z, 0-9, '-' and '_', starting with a letter "
+                    "or digit", name, "rename the instance")
         if name in names:
-            raise ServeError("%s.name %r is already used by vllm_serve_instances[%d]: every instance needs its own "
-                             "name (it names the unit)." % (variable, name, names[name]))
+            _refuse(variable + ".name", "is already used by vllm_serve_instances[%d]" % names[name], name,
+                    "give every instance its own name (it names the unit)")
         names[name] = index
         model = models[index]
         model_argument = model.get("path") or model["id"]
         port = _port(item["port"], variable + ".port") if item.get("port") not in (None, "") else base_port + index
         if port in ports:
-            raise ServeError("%s.port %d is already used by instance %s: every instance needs its own port."
-                             % (variable, port, ports[port]))
+            _refuse(variable + ".port", "is already used by instance %s" % ports[port], port,
+                    "give every instance its own port")
         ports[port] = name
         host_variable = variable + ".host" if "host" in item else "vllm_serve_host"
         address = _bind_address(item.get("host", merged["host"]), host_variable)
         if not address.is_loopback and not merged["api_key_configured"] and not merged["allow_unauthenticated"]:
-            raise ServeError(
-                "%s is %s, reachable from other machines, but no API key is configured: set vllm_serve_api_key "
-                "(or vllm_serve_api_key_file), bind 127.0.0.1, or set vllm_serve_allow_unauthenticated_remote: "
-                "true if a proxy in front does the authentication." % (host_variable, address))
+            _refuse(host_variable, "is reachable from other machines, but no API key is configured", str(address),
+                    "set vllm_serve_api_key (or vllm_serve_api_key_file), bind 127.0.0.1, or set "
+                    "vllm_serve_allow_unauthenticated_remote: true if a proxy in front does the authentication")
         health_host = "127.0.0.1" if address.is_unspecified and address.version == 4 else (
             "::1" if address.is_unspecified else str(address))
         base_url = "http://%s:%d" % ("[%s]" % health_host if ":" in health_host else health_host, port)

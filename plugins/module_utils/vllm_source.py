@@ -20,6 +20,11 @@ import tarfile
 from html.parser import HTMLParser
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import (
+    input_message,
+    redact_urls,
+)
+
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
 DEFAULT_INDEX_URL = "https://pypi.org/simple/"
 # Written last into an unpacked tree: a tree without it (an interrupted unpack) is never used.
@@ -117,7 +122,10 @@ def pick_sdist(files, name, version, where):
         if label and "-" in label and normalize_name(label.rsplit("-", 1)[0]) == normalize_name(name):
             versions.append(label.rsplit("-", 1)[1])
     seen = ", ".join(versions[-8:]) if versions else "none"
-    raise SourceError("No source distribution of %s==%s at %s (sdists there: %s)." % (name, version, where, seen))
+    raise SourceError(input_message(
+        "vllm_build_sdist", "no source distribution of %s==%s at %s (sdists there: %s)"
+        % (name, version, redact_urls(where), seen), "%s==%s" % (name, version),
+        "pick a version the index has, or point vllm_build_sdist_index_url at an index that has it"))
 
 
 def read_pip_config(text):
@@ -155,14 +163,6 @@ def sdist_locations(name, pip_config, index_url=None):
     return pages
 
 
-_URL_CREDENTIALS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
-
-
-def redact_urls(text):
-    """text with the user:token@ part of every URL in it removed (index URLs in pip.conf may carry one)."""
-    return _URL_CREDENTIALS.sub(r"\1", text) if text else text
-
-
 def sdist_sha256(found, pinned):
     """The sha256 an sdist from an index must have: the pin (which the index may not contradict), else
     the index's own. An index that publishes none (a find-links directory, some mirrors) needs a pin:
@@ -170,10 +170,14 @@ def sdist_sha256(found, pinned):
     published = (found.get("sha256") or "").lower() or None
     pinned = (pinned or "").lower() or None
     if pinned and published and pinned != published:
-        raise SourceError("The index publishes sha256 %s for %s, but %s was expected." % (published, found["url"], pinned))
+        raise SourceError(input_message(
+            "vllm_build_archive_sha256", "the index publishes sha256 %s for %s, but %s was expected"
+            % (published, redact_urls(found["url"]), pinned), pinned,
+            "check which file you pinned and correct the pin, or the index"))
     if not (pinned or published):
-        raise SourceError("%s comes with no sha256 from its index; set vllm_build_archive_sha256 to the sdist's sha256 "
-                          "(it is not downloaded unverified)." % found["url"])
+        raise SourceError(input_message(
+            "vllm_build_archive_sha256", "%s comes with no sha256 from its index" % redact_urls(found["url"]), pinned or "",
+            "set vllm_build_archive_sha256 to the sdist's sha256 (it is not downloaded unverified)"))
     return pinned or published
 
 

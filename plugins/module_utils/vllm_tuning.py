@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import (
     HostFactsError,
     format_cpulist,
@@ -43,28 +44,33 @@ def _describe_nodes(nodes):
     return ", ".join("node %d: CPUs %s" % (node["id"], node["usable_cpus"]) for node in nodes)
 
 
+def _refuse(variable, problem, got=None, fix="", got_text=None):
+    raise TuningError(input_message(variable, problem, got, fix, got_text=got_text))
+
+
 def _convert(value, variable, convert, noun):
     if isinstance(value, bool):
-        raise TuningError("%s must be %s, got %r." % (variable, noun, value))
+        _refuse(variable, "must be %s" % noun, value, "give %s" % noun)
     try:
         return convert(value)
     except (TypeError, ValueError):
-        raise TuningError("%s must be %s, got %r." % (variable, noun, value))
+        _refuse(variable, "must be %s" % noun, value, "give %s" % noun)
 
 
 def _positive_int(value, variable, allow_zero=False):
     number = _convert(value, variable, int, "an integer")
+    least = "0 or more" if allow_zero else "1 or more"
     if number != value and str(number) != str(value).strip():
-        raise TuningError("%s must be a whole number, got %r." % (variable, value))
+        _refuse(variable, "must be a whole number", value, "give a whole number of %s" % least)
     if number < 0 or (number == 0 and not allow_zero):
-        raise TuningError("%s must be %s, got %r." % (variable, "0 or more" if allow_zero else "1 or more", value))
+        _refuse(variable, "must be %s" % least, value, "give a whole number of %s" % least)
     return number
 
 
 def _number(value, variable, minimum=0.0):
     number = _convert(value, variable, float, "a number")
     if math.isnan(number) or number < minimum:
-        raise TuningError("%s must be a number >= %s, got %r." % (variable, minimum, value))
+        _refuse(variable, "must be a number >= %s" % minimum, value, "give a number of %s or more" % minimum)
     return number
 
 
@@ -87,11 +93,9 @@ def tensor_parallel_size(facts, instances=1, override=None, variable="vllm_serve
     if ranks > len(nodes) and ranks % len(nodes):
         fitting = [n for n in range(1, 4 * len(nodes) + 1)
                    if n * instances <= len(nodes) or (n * instances) % len(nodes) == 0]
-        raise TuningError(
-            "%s=%d does not fit: %d instance(s) x %d ranks cannot be spread evenly over this host's %d NUMA "
-            "node(s) with usable CPUs (%s). Sizes that fit: %s."
-            % (variable, size, instances, size, len(nodes), _describe_nodes(nodes),
-               ", ".join(str(n) for n in fitting[:8])))
+        _refuse(variable, "does not fit: %d instance(s) x %d ranks cannot be spread evenly over this host's %d NUMA "
+                "node(s) with usable CPUs (%s)" % (instances, size, len(nodes), _describe_nodes(nodes)), size,
+                "use a size that fits: %s" % ", ".join(str(n) for n in fitting[:8]))
     return size
 
 
@@ -109,16 +113,17 @@ def _rank_cpus(facts, instances, tp_size, reserved, with_reserved=False):
             cpus = parse_cpulist(node["usable_cpus"])
             size = len(cpus) // per_node
             if size <= reserved:
-                raise TuningError(
-                    "%d ranks on NUMA node %d leave %d CPU(s) each, not more than the %d reserved per rank: "
-                    "use fewer instances or a smaller tensor-parallel size." % (per_node, node["id"], size, reserved))
+                _refuse("vllm_serve_instances", "%d ranks on NUMA node %d leave %d CPU(s) each, not more than the %d "
+                        "reserved per rank" % (per_node, node["id"], size, reserved),
+                        got_text="%d instance(s) of tensor-parallel size %d" % (instances, tp_size),
+                        fix="use fewer instances or a smaller tensor-parallel size")
             chunks.extend(cpus[index * size:(index + 1) * size] for index in range(per_node))
     bound = []
     for chunk in chunks:
         if len(chunk) <= reserved:
-            raise TuningError(
-                "vllm_serve_reserved_cpus_per_rank=%d leaves no CPU for OpenMP threads on a rank of %d CPU(s) (%s)."
-                % (reserved, len(chunk), format_cpulist(chunk)))
+            _refuse("vllm_serve_reserved_cpus_per_rank", "leaves no CPU for OpenMP threads on a rank of %d CPU(s) (%s)"
+                    % (len(chunk), format_cpulist(chunk)), reserved,
+                    "reserve fewer CPUs per rank than a rank has, or use fewer instances")
         # The last CPUs of each rank stay free for the API server and tokenizer, as in vLLM's docs
         # (bind 0-30 on a 32-core host).
         bound.append(chunk[:len(chunk) - reserved] if reserved and not with_reserved else chunk)
@@ -130,13 +135,14 @@ def validate_bind(facts, bind, tp_size, variable="vllm_serve_omp_threads_bind"):
     text = str(bind).strip()
     if text in BIND_KEYWORDS:
         if text == "auto" and tp_size > len(_usable_nodes(facts)):
-            raise TuningError("%s=auto needs one NUMA node per rank, but tensor-parallel size %d exceeds the %d "
-                              "node(s) with usable CPUs." % (variable, tp_size, len(_usable_nodes(facts))))
+            _refuse(variable, "auto needs one NUMA node per rank, but tensor-parallel size %d exceeds the %d node(s) "
+                    "with usable CPUs" % (tp_size, len(_usable_nodes(facts))), text,
+                    "give CPU lists such as 0-30|32-62, or a smaller tensor_parallel_size")
         return text
     groups = text.split("|")
     if len(groups) != tp_size:
-        raise TuningError("%s=%r has %d '|'-separated group(s); it needs one per tensor-parallel rank (%d)."
-                          % (variable, text, len(groups), tp_size))
+        _refuse(variable, "has %d '|'-separated group(s); it needs one per tensor-parallel rank (%d)"
+                % (len(groups), tp_size), text, "give %d CPU lists separated by |" % tp_size)
     usable = set(parse_cpulist(facts["cpus"]["usable"]))
     node_of = {}
     for node in _usable_nodes(facts):
@@ -147,20 +153,21 @@ def validate_bind(facts, bind, tp_size, variable="vllm_serve_omp_threads_bind"):
         try:
             cpus = parse_cpulist(group, "%s group %d" % (variable, index))
         except HostFactsError as error:
-            raise TuningError("%s must be 'auto', 'nobind' or CPU lists like 0-30|32-62: %s" % (variable, error))
+            _refuse(variable, "must be 'auto', 'nobind' or CPU lists like 0-30|32-62 (%s)" % error, text,
+                    "correct the CPU list")
         if not cpus:
-            raise TuningError("%s=%r has an empty group %d." % (variable, text, index))
+            _refuse(variable, "has an empty group %d" % index, text, "give every rank's group its CPUs")
         foreign = [cpu for cpu in cpus if cpu not in usable]
         if foreign:
-            raise TuningError("%s=%r names CPUs %s that this host does not have or does not let the service use "
-                              "(usable CPUs: %s)." % (variable, text, format_cpulist(foreign), facts["cpus"]["usable"]))
+            _refuse(variable, "names CPUs %s that this host does not have or does not let the service use"
+                    % format_cpulist(foreign), text, "use only the usable CPUs: %s" % facts["cpus"]["usable"])
         spanned = sorted(set(node_of[cpu] for cpu in cpus))
         if len(spanned) > 1:
-            raise TuningError("%s=%r: group %d (%s) spans NUMA nodes %s; each rank's CPUs must lie in one node."
-                              % (variable, text, index, group, ", ".join(str(n) for n in spanned)))
+            _refuse(variable, "group %d (%s) spans NUMA nodes %s" % (index, group, ", ".join(str(n) for n in spanned)),
+                    text, "keep each rank's CPUs in one NUMA node")
         if seen & set(cpus):
-            raise TuningError("%s=%r binds CPUs %s to more than one rank."
-                              % (variable, text, format_cpulist(seen & set(cpus))))
+            _refuse(variable, "binds CPUs %s to more than one rank" % format_cpulist(seen & set(cpus)), text,
+                    "give each rank CPUs of its own")
         seen.update(cpus)
     return "|".join(format_cpulist(parse_cpulist(group)) for group in groups)
 
@@ -211,8 +218,8 @@ def kv_cache_gib(facts, rank_cpus, tp_size, node_ranks, weights_gib, headroom_gi
             # Nothing to check the user's size against: the host does not tell its node memory.
             return _positive_int(override, variable)
         if node is None or not node["memory_mib"]:
-            raise TuningError("Cannot size the KV cache: the NUMA node of CPU %s reports no memory. Set %s."
-                              % (cpus[0] if cpus else "?", variable))
+            _refuse(variable, "cannot be sized: the NUMA node of CPU %s reports no memory" % (cpus[0] if cpus else "?"),
+                    override, "set it to the KV cache size in GiB per rank")
         share = node["memory_mib"] / float(GIB_MIB) / node_ranks
         kept = headroom(share, headroom_gib)
         budgets.append((share - weights / tp_size - kept, node["id"], share, kept))
@@ -222,14 +229,15 @@ def kv_cache_gib(facts, rank_cpus, tp_size, node_ranks, weights_gib, headroom_gi
     if override not in (None, ""):
         value = _positive_int(override, variable)
         if value > budget:
-            raise TuningError("%s=%d does not fit: %s, leaving %.1f GiB for the KV cache."
-                              % (variable, value, explain, max(budget, 0)))
+            _refuse(variable, "does not fit: %s, leaving %.1f GiB for the KV cache" % (explain, max(budget, 0)), value,
+                    "set it to %d or less, or leave it empty to size it from the host" % max(int(budget), 0))
         return value
     floor = _positive_int(floor_gib, "vllm_serve_kv_cache_min_gib")
     value = int(math.floor(budget))
     if value < floor:
-        raise TuningError("vllm_serve_kv_cache_min_gib: the KV cache would get %d GiB, below the floor of %d GiB: %s. "
-                          "Use a smaller model, fewer instances, or set %s." % (max(value, 0), floor, explain, variable))
+        _refuse("vllm_serve_kv_cache_min_gib", "the KV cache would get %d GiB, below the floor of %d GiB: %s"
+                % (max(value, 0), floor, explain), floor_gib,
+                "use a smaller model, fewer instances, or set %s" % variable)
     return value
 
 
@@ -244,7 +252,8 @@ def max_jobs(facts, gib_per_job=2, override=None, variable="vllm_build_max_jobs"
     per_job = _number(gib_per_job, per_job_variable, minimum=0.25)
     memory = facts["memory"]["available_mib"] or facts["memory"]["total_mib"]
     if not memory:
-        raise TuningError("Host memory is unknown, so %s cannot be derived: set it." % variable)
+        _refuse(variable, "cannot be derived: the host's memory is unknown", override,
+                "set it to the number of parallel compile jobs")
     by_memory = int(memory / float(GIB_MIB) // per_job)
     return max(1, min(facts["cpus"]["usable_count"], by_memory))
 
@@ -280,7 +289,9 @@ def acl_build_jobs(facts, build_jobs, gib_per_job=2, environment=None, variable=
     Returns {"jobs": ACL compile jobs, "environment": what the role adds}; jobs is None off aarch64.
     """
     if not isinstance(environment or {}, dict):
-        raise TuningError("%s must be a mapping of environment variables, got %r." % (variable, environment))
+        # Only the value's type is shown: an environment given as text may carry a token.
+        _refuse(variable, "must be a mapping of environment variables", fix="write NAME: value pairs",
+                got_text="a %s" % type(environment).__name__)
     user = dict(environment or {})
     if facts["architecture"] != "aarch64":
         return {"jobs": None, "environment": {}}
@@ -293,13 +304,12 @@ def acl_build_jobs(facts, build_jobs, gib_per_job=2, environment=None, variable=
     if set_by_user and memory and acl_jobs > jobs:
         fitting = max(1, int(memory / float(GIB_MIB) // per_job))
         if acl_jobs * per_job > memory / float(GIB_MIB):
-            raise TuningError(
-                "%s: %s makes the Arm Compute Library step of vLLM's build run %d compile jobs (it follows nproc, not "
-                "MAX_JOBS), %.0f GiB at %s GiB each, but the host has %.1f GiB available (got %s); remove them from %s "
-                "or set OMP_THREAD_LIMIT to %d or less" % (
-                    variable, " and ".join(sorted(set_by_user)), acl_jobs, acl_jobs * per_job, per_job,
-                    memory / float(GIB_MIB), ", ".join("%s=%s" % item for item in sorted(set_by_user.items())),
-                    variable, fitting))
+            _refuse(variable, "%s makes the Arm Compute Library step of vLLM's build run %d compile jobs (it follows "
+                    "nproc, not MAX_JOBS), %.0f GiB at %s GiB each, but the host has %.1f GiB available" % (
+                        " and ".join(sorted(set_by_user)), acl_jobs, acl_jobs * per_job, per_job,
+                        memory / float(GIB_MIB)),
+                    fix="remove them from %s or set OMP_THREAD_LIMIT to %d or less" % (variable, fitting),
+                    got_text=", ".join("%s=%s" % item for item in sorted(set_by_user.items())))
     return {"jobs": acl_jobs, "environment": added}
 
 
@@ -311,10 +321,10 @@ def dtype(facts, override=None, variable="vllm_serve_dtype"):
     aliases = {"half": "float16", "float": "float32"}
     value = aliases.get(value, value)
     if value not in DTYPES:
-        raise TuningError("%s=%r is not one of %s." % (variable, override, ", ".join(DTYPES)))
+        _refuse(variable, "is not one of %s" % ", ".join(DTYPES), override, "pick one of them")
     if value == "bfloat16" and not facts["cpu"]["bf16"]:
-        raise TuningError("%s=bfloat16 needs a CPU with bf16 (Neoverse-V1/V2, AmpereOne); this host's %s has none: "
-                          "use float32 or a quantized model." % (variable, _cpu_name(facts)))
+        _refuse(variable, "bfloat16 needs a CPU with bf16 (Neoverse-V1/V2, AmpereOne); this host's %s has none"
+                % _cpu_name(facts), override, "use float32 or a quantized model")
     return value
 
 
@@ -324,9 +334,10 @@ def fpmath_mode(facts, override=None, variable="vllm_serve_onednn_fpmath_mode"):
         return "BF16" if facts["cpu"]["bf16"] else None
     value = str(override).lower()
     if value not in FPMATH_MODES:
-        raise TuningError("%s=%r is not one of %s." % (variable, override, ", ".join(FPMATH_MODES)))
+        _refuse(variable, "is not one of %s" % ", ".join(FPMATH_MODES), override, "pick one of them")
     if value == "bf16" and not facts["cpu"]["bf16"]:
-        raise TuningError("%s=bf16 needs a CPU with bf16; this host's %s has none." % (variable, _cpu_name(facts)))
+        _refuse(variable, "bf16 needs a CPU with bf16; this host's %s has none" % _cpu_name(facts), override,
+                "leave it empty (BF16 only where the CPU has it) or pick another mode")
     return value.upper()
 
 
@@ -390,8 +401,8 @@ def _model_rules(facts, summary, item, variable):
     try:
         return vllm_model_info.serving_rules(summary, facts)
     except vllm_model_info.ModelInfoError as error:
-        raise TuningError("%s.model: %s (got %s); serve an unquantized, INT8 W8A8 or INT4 W4A8 checkpoint."
-                          % (variable, error, item.get("model_label") or summary.get("path") or "?"))
+        _refuse(variable + ".model", " ".join(str(error).split()), item.get("model_label") or summary.get("path"),
+                "serve an unquantized, INT8 W8A8 or INT4 W4A8 checkpoint")
 
 
 def model_weights_gib(item, summary, model_dtype, variable):
@@ -407,10 +418,9 @@ def model_weights_gib(item, summary, model_dtype, variable):
     if item.get("model_params_billion") not in (None, ""):
         return estimate_weights_gib(_number(item["model_params_billion"], variable + ".model_params_billion"),
                                     model_dtype)
-    raise TuningError(
-        "%s: the model's weights are unknown, so the KV cache cannot be sized (got model %s, no model files read, no "
-        "size given); serve a model from vllm_model_models or a local directory, or set %s.model_weights_gib or "
-        "%s.model_params_billion." % (variable, item.get("model_label") or "unset", variable, variable))
+    _refuse(variable, "the model's weights are unknown, so the KV cache cannot be sized (no model files read, no "
+            "size given)", item.get("model_label"), "serve a model from vllm_model_models or a local directory, "
+            "or set %s.model_weights_gib or %s.model_params_billion" % (variable, variable))
 
 
 def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_gib=1, memory_headroom_gib=None):
@@ -425,17 +435,19 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
     """
     instances = instances or [{}]
     if not isinstance(instances, list) or not all(isinstance(item, dict) for item in instances):
-        raise TuningError("vllm_serve_instances must be a list of dictionaries.")
+        _refuse("vllm_serve_instances", "must be a list of mappings (one per vLLM server)", instances,
+                "give one mapping per server")
     reserved = _positive_int(reserved_cpus_per_rank, "vllm_serve_reserved_cpus_per_rank", allow_zero=True)
     names = [item.get("name") or "vllm-%d" % index for index, item in enumerate(instances)]
     if len(set(names)) != len(names):
-        raise TuningError("vllm_serve_instances has duplicate names: %s." % ", ".join(names))
+        _refuse("vllm_serve_instances", "has duplicate names: %s" % ", ".join(names), names,
+                "give every instance its own name")
     sizes = [tensor_parallel_size(facts, len(instances), item.get("tensor_parallel_size"),
                                   "vllm_serve_instances[%d].tensor_parallel_size" % index)
              for index, item in enumerate(instances)]
     if len(set(sizes)) != 1:
-        raise TuningError("All instances on one host must use the same tensor_parallel_size (got %s): the host's "
-                          "NUMA nodes are shared out evenly." % ", ".join(str(size) for size in sizes))
+        _refuse("vllm_serve_instances", "all instances on one host must use the same tensor_parallel_size (the "
+                "host's NUMA nodes are shared out evenly)", sizes, "give every instance the same tensor_parallel_size")
     tp_size = sizes[0]
     node_ranks = ranks_per_node(facts, len(instances), tp_size)
     computed = _rank_cpus(facts, len(instances), tp_size, reserved)
@@ -457,8 +469,8 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
         if bind not in BIND_KEYWORDS:
             for cpu in (cpu for cpus in rank_cpus for cpu in cpus):
                 if claimed.setdefault(cpu, names[index]) != names[index]:
-                    raise TuningError("%s binds CPU %d, which instance %s already uses: instances must not share CPUs."
-                                      % (variable + ".omp_threads_bind", cpu, claimed[cpu]))
+                    _refuse(variable + ".omp_threads_bind", "binds CPU %d, which instance %s already uses"
+                            % (cpu, claimed[cpu]), bind, "give each instance CPUs of its own")
         summary = item.get("model_summary")
         rules = _model_rules(facts, summary, item, variable)
         model_dtype = dtype(facts, item.get("dtype") if item.get("dtype") not in (None, "") else rules["dtype"],

@@ -152,7 +152,7 @@ def locate_sdist(params, config):
         return vllm_source.pick_sdist(files, params["sdist_name"], params["sdist_version"], ", ".join(pages))
     except vllm_source.SourceError as error:
         if problems:
-            raise vllm_source.SourceError("%s Pages that could not be read: %s" % (error, "; ".join(problems))) from error
+            raise vllm_source.SourceError("%s (pages that could not be read: %s)" % (error, "; ".join(problems))) from error
         raise
 
 

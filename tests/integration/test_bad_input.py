@@ -34,7 +34,8 @@ CASES = [
     ("python_venv", {"python_venv_python_version": "3.99"}, ["python_venv_python_version", "3.99", "not available"]),
     ("python_venv", {"python_venv_pip_index_url": "ftp://user:%s@mirror.example/simple" % SECRET},
      ["python_venv_pip_index_url: must be an http://, https:// or file:// URL"]),
-    ("vllm_serve", dict(SERVE, vllm_serve_host="0.0.0.0"), ["vllm_serve_host: ", "0.0.0.0", "no API key is configured"]),
+    ("vllm_serve", dict(SERVE, vllm_serve_host="0.0.0.0"),
+     ["vllm_serve_host: is reachable from other machines, but no API key is configured (got '0.0.0.0')"]),
     ("vllm_serve", dict(SERVE, vllm_serve_api_key=SECRET + "\nX=1"), ["vllm_serve_api_key: contains control characters"]),
     ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main", "model": "llama"}]),
      ["vllm_serve_instances[0].model: llama is neither a model declared in vllm_model_models"]),
@@ -95,7 +96,7 @@ def test_site_asks_for_a_model_before_any_host_changes(supported_host, tmp_path)
     result = supported_host.playbook(tmp_path, SITE, dict(RELAXED_FLOOR, vllm_serve_instances=instances))
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    assert "vllm_serve_instances[1].model (or vllm_serve_model): " in output and "required" in output, output[-3000:]
+    assert "vllm_serve_instances[1].model (or vllm_serve_model): is required (got '')" in output, output[-3000:]
     assert '"arm_inference_host"' not in output, "the failure prints its message only"
     assert "PLAY [Provision vLLM hosts]" not in output, output[-3000:]
     assert supported_host.state() == before

@@ -3,6 +3,8 @@ line that starts with the variable, and a valid inventory passes (so each case f
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import input_rules_doc
@@ -36,6 +38,25 @@ def test_bad_input_is_refused_in_one_line_naming_the_variable(debian12_altra, va
     assert any(line.startswith(expected + ":") for line in lines), lines
     for line in lines:
         assert "\n" not in line and SECRET not in line and "{{" not in line
+
+
+@pytest.mark.parametrize("variables,expected", CASES, ids=[case_id(case) for case in CASES])
+def test_every_message_reads_variable_problem_got_and_fix(debian12_altra, variables, expected):
+    """The issue's one-line form, `<variable>: <what is wrong> (got <value>); <what to do>`, for each
+    case's message about its variable. A secret's value is never shown: InputError(show_got=False)
+    renders `<variable>: <what is wrong>; <what to do>` and the case must say so in SECRET_FORM."""
+    lines = [line for line in problems(dict(VALID, **variables), debian12_altra) if line.startswith(expected + ":")]
+    assert lines, "no message about %s" % expected
+    form = SECRET_FORM if expected in SECRET_VARIABLES else GOT_FORM
+    for line in lines:
+        assert form.match(line[len(expected):]), line
+        assert expected not in SECRET_VARIABLES or "(got" not in line, line
+
+
+# After the variable: what is wrong, the value it got, what to do (secrets: without the value).
+GOT_FORM = re.compile(r"^: .+ \(got .+\); .+$")
+SECRET_FORM = re.compile(r"^: [^()]+(\([^()]*\)[^()]*)*; .+$")
+SECRET_VARIABLES = ("vllm_serve_api_key",)
 
 
 def test_a_message_says_what_is_wrong_what_it_got_and_what_to_do():

@@ -155,7 +155,8 @@ def test_history_lines_and_rollback_target():
     assert history == ["a", "b"]
     assert vllm_build.rollback_target(history, "b", {"a": {}, "b": {}}) == "a"
     assert vllm_build.rollback_target(history + ["a"], "a", {"a": {}, "b": {}}) == "b"
-    with pytest.raises(BuildError, match="no earlier release to roll back to"):
+    with pytest.raises(BuildError, match=r"^vllm_build_rollback: there is no earlier release to roll back to .* \(got True\); set "
+                                         r"vllm_build_rollback: false"):
         vllm_build.rollback_target(["a"], "a", {"a": {}})
     with pytest.raises(BuildError, match="Line 2 of the release history"):
         vllm_build.parse_history('{"release": "a"}\nnot json\n')
@@ -167,7 +168,7 @@ def test_pruning_keeps_the_newest_and_the_protected():
     assert vllm_build.releases_to_prune(releases, 2, ["e", "a"]) == ["c", "b"]
     assert vllm_build.releases_to_prune(releases, 10, []) == []
     for keep in (0, -1, "3", True):
-        with pytest.raises(BuildError, match="vllm_build_keep_releases"):
+        with pytest.raises(BuildError, match=r"^vllm_build_keep_releases: must be an integer of at least 1 \(got .+\); keep 1"):
             vllm_build.releases_to_prune(releases, keep, [])
 
 

@@ -255,7 +255,7 @@ def test_an_unsupported_checkpoint_is_refused_naming_the_variable():
     summary = model_samples.summary("llama-3.1-8b-instruct-bnb-8bit", "/models/llama-bnb")
     with pytest.raises(tuning.TuningError, match=(
             r"^vllm_serve_instances\[0\].model: bitsandbytes checkpoints are not served by vLLM's CPU backend on Arm "
-            r".*\(got /models/llama-bnb\); serve an unquantized, INT8 W8A8 or INT4 W4A8 checkpoint.$")):
+            r".*\(got '/models/llama-bnb'\); serve an unquantized, INT8 W8A8 or INT4 W4A8 checkpoint$")):
         tuning.serve_profile(facts("graviton4-c8g-16xlarge"), [{"model_summary": summary}])
 
 

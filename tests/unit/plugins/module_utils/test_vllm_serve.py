@@ -75,28 +75,46 @@ def test_wildcard_bind_is_checked_on_loopback(altra):
 
 
 @pytest.mark.parametrize("instances, settings, expected", [
-    ([{"host": "0.0.0.0"}], {}, "vllm_serve_instances[0].host is 0.0.0.0, reachable from other machines"),
-    ([{}], {"host": "10.0.0.5"}, "vllm_serve_host is 10.0.0.5"),
-    ([{}], {"host": "myhost"}, "vllm_serve_host must be an IP address"),
-    ([{"model": ""}], {"model": ""}, "vllm_serve_instances[0].model is required"),
-    ([{}], {"model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model) is required"),
+    ([{"host": "0.0.0.0"}], {}, "vllm_serve_instances[0].host: is reachable from other machines, "
+                                "but no API key is configured (got '0.0.0.0'); set vllm_serve_api_key"),
+    ([{}], {"host": "10.0.0.5"}, "vllm_serve_host: is reachable from other machines, but no API key is "
+                                 "configured (got '10.0.0.5')"),
+    ([{}], {"host": "myhost"}, "vllm_serve_host: must be an IP address to listen on (got 'myhost'); give "
+                               "127.0.0.1, ::1"),
+    ([{"model": ""}], {"model": ""}, "vllm_serve_instances[0].model: is required (got ''); name a model"),
+    ([{}], {"model": ""}, "vllm_serve_instances[0].model (or vllm_serve_model): is required (got '')"),
     ([{"model": "not a model"}], {}, "vllm_serve_instances[0].model: not a model is neither a model declared in "
                                      "vllm_model_models (none declared), an absolute path nor a hub id"),
-    ([{"name": "Bad Name"}], {}, "vllm_serve_instances[0].name must be"),
-    ([{"name": "a"}, {"name": "b", "port": 8000}], {}, "vllm_serve_instances[1].port 8000 is already used by instance a"),
-    ([{"port": 70000}], {}, "vllm_serve_instances[0].port must be a TCP port"),
-    ([{"prot": 8001}], {}, "vllm_serve_instances[0] has unknown key(s) prot"),
-    ([{"extra_args": ["--api-key=x"]}], {}, "vllm_serve_instances[0].extra_args must not contain --api-key"),
-    ([{}], {"extra_args": ["--port", "1"]}, "vllm_serve_extra_args must not contain --port"),
-    ([{"extra_args": "--foo"}], {}, "vllm_serve_instances[0].extra_args must be a list"),
-    ([{"environment": {"PYTHONOPTIMIZE": "1"}}], {}, "must not set PYTHONOPTIMIZE: it disables a vLLM safeguard"),
-    ([{}], {"environment": {"VLLM_API_KEY": "k"}}, "vllm_serve_environment must not set VLLM_API_KEY"),
-    ([{"environment": {"A": "x\ny"}}], {}, "vllm_serve_instances[0].environment.A must not contain control"),
-    ([{"max_model_len": 0}], {}, "vllm_serve_instances[0].max_model_len must be a positive integer"),
-    ([{}], {"max_num_seqs": "many"}, "vllm_serve_max_num_seqs must be a positive integer"),
-    ([{"cpu_affinity": "0-500"}], {}, "vllm_serve_instances[0].cpu_affinity names CPUs this host cannot use"),
-    ([{"kv_cache_gib": 100000}], {}, "vllm_serve_instances[0].kv_cache_gib"),
-    ("main", {}, "vllm_serve_instances must be a list of mappings"),
+    ([{"name": "Bad Name"}], {}, "vllm_serve_instances[0].name: must be 1-40 characters of a-z, 0-9, '-' and "
+                                 "'_', starting with a letter or digit (got 'Bad Name'); rename the instance"),
+    ([{"name": "a"}, {"name": "b", "port": 8000}], {}, "vllm_serve_instances[1].port: is already used by instance a (got 8000); "
+                                                       "give every instance its own port"),
+    ([{"port": 70000}], {}, "vllm_serve_instances[0].port: must be a TCP port between 1 and 65535 "
+                            "(got 70000); pick a free port"),
+    ([{"prot": 8001}], {}, "vllm_serve_instances[0]: has unknown key(s) prot (got ['prot']); use only "
+                           "the allowed keys: name, model,"),
+    ([{"extra_args": ["--api-key=x"]}], {}, "vllm_serve_instances[0].extra_args: must not contain --api-key: the role "
+                                            "sets it (got '--api-key'); use the instance keys"),
+    ([{}], {"extra_args": ["--port", "1"]}, "vllm_serve_extra_args: must not contain --port: the role sets it (got "
+                                            "'--port')"),
+    ([{"extra_args": "--foo"}], {}, "vllm_serve_instances[0].extra_args: must be a list of strings, one argument "
+                                    "each (got '--foo'); write each argument"),
+    ([{"environment": {"PYTHONOPTIMIZE": "1"}}], {}, "vllm_serve_instances[0].environment: must not set PYTHONOPTIMIZE: it disables a vLLM safeguard (got "
+     "'PYTHONOPTIMIZE'); remove it (PYTHONOPTIMIZE, VLLM_ALLOW_INSECURE_SERIALIZATION, VLLM_SERVER_DEV_MODE are "
+     "refused)"),
+    ([{}], {"environment": {"VLLM_API_KEY": "k"}}, "vllm_serve_environment: must not set VLLM_API_KEY: the role computes it "
+                                                   "(got 'VLLM_API_KEY'); use the instance keys"),
+    ([{"environment": {"A": "x\ny"}}], {}, "vllm_serve_instances[0].environment.A: must not contain control "
+                                           "characters such as newlines; remove them"),
+    ([{"max_model_len": 0}], {}, "vllm_serve_instances[0].max_model_len: must be a positive integer or "
+                                 "empty (vLLM's default) (got 0); give a whole number"),
+    ([{}], {"max_num_seqs": "many"}, "vllm_serve_max_num_seqs: must be a positive integer or empty (vLLM's "
+                                     "default) (got 'many')"),
+    ([{"cpu_affinity": "0-500"}], {}, "vllm_serve_instances[0].cpu_affinity: names CPUs this host cannot use "
+                                      "(80-500) (got '0-500'); use only the usable CPUs: 0-79"),
+    ([{"kv_cache_gib": 100000}], {}, "vllm_serve_instances[0].kv_cache_gib: does not fit: NUMA node"),
+    ("main", {}, "vllm_serve_instances: must be a list of mappings (one per vLLM server) (got "
+                 "'main'); give one mapping per server"),
 ])
 def test_bad_input_names_the_variable(altra, instances, settings, expected):
     assert expected in _error(altra, instances, settings)
@@ -150,7 +168,7 @@ def test_key_transport_file_names_the_file_and_credential_does_not(altra):
     [unit] = serve_units(altra, [{}], {"model": MODEL, "model_info": MODEL_INFO})
     assert "ARM_INFERENCE_API_KEY_REQUIRED" not in unit["environment"]
     assert unit["endpoint"]["api_key_file"] == ""
-    assert "vllm_serve_api_key_transport must be one of credential, file" in _error(
+    assert "vllm_serve_api_key_transport: must be one of credential, file (got 'env'); set it to credential or file" in _error(
         altra, [{}], {"api_key_transport": "env"})
 
 
@@ -200,17 +218,20 @@ def test_model_paths_lists_the_local_directories_to_read():
 
 @pytest.mark.parametrize("instances, settings, expected", [
     ([{"model": "qwen"}], {}, "vllm_serve_instances[0].model: model qwen is declared in vllm_model_models but not "
-                              "placed on this host (got qwen, vllm_model_placed has llama); run the vllm_model role"),
+                              "placed on this host (vllm_model_placed has llama) (got 'qwen'); run the vllm_model "
+                              "role before vllm_serve (site.yml and serve.yml do)"),
     ([{"model": "mistral"}], {}, "vllm_serve_instances[0].model: mistral is neither a model declared in "
                                  "vllm_model_models (llama, qwen), an absolute path nor a hub id org/name (got "
-                                 "'mistral'); declare the model in vllm_model_models or correct the name."),
+                                 "'mistral'); declare the model in vllm_model_models or correct the name"),
     ([{}], {"model": "org/hub-model"}, "vllm_serve_instances[0]: the model's weights are unknown, so the KV cache "
-                                       "cannot be sized (got model org/hub-model"),
+                                       "cannot be sized (no model files read, no size given) (got 'org/hub-model'); "
+                                       "serve a model from vllm_model_models"),
     ([{"model": "/srv/missing"}], {}, "vllm_serve_instances[0].model: the model directory cannot be read: "
-                                      "/srv/missing is not a directory. (got /srv/missing)"),
+                                      "/srv/missing is not a directory. (got '/srv/missing'); point it at a "
+                                      "Hugging Face model directory"),
     ([{"model": "llama"}], {"model_info": {"models": {}, "errors": {PLACED_PATH: "it is incomplete"}}},
-     "vllm_serve_instances[0].model: the model directory cannot be read: it is incomplete (got %s); run the "
-     "vllm_model role again" % PLACED_PATH),
+     "vllm_serve_instances[0].model: the model directory cannot be read: it is incomplete (got '%s'); run the "
+     "vllm_model role again to place it" % PLACED_PATH),
 ])
 def test_models_that_cannot_be_served_or_weighed_are_refused(instances, settings, expected):
     c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))

@@ -57,8 +57,9 @@ def test_relative_links_resolve_against_the_page_and_other_hashes_give_no_sha256
 
 def test_a_missing_version_names_the_sdists_the_index_has():
     files = vllm_source.parse_index_page(PYPI_HTML, "https://pypi.org/simple/vllm/")
-    with pytest.raises(SourceError, match=r"No source distribution of vllm==0\.99\.0 at https://pypi.org/simple/vllm/ "
-                                          r"\(sdists there: 0\.31\.0, 0\.32\.0\)"):
+    with pytest.raises(SourceError, match=r"^vllm_build_sdist: no source distribution of vllm==0\.99\.0 at "
+                                          r"https://pypi.org/simple/vllm/ \(sdists there: 0\.31\.0, 0\.32\.0\) "
+                                          r"\(got 'vllm==0\.99\.0'\); pick a version the index has"):
         vllm_source.pick_sdist(files, "vllm", "0.99.0", "https://pypi.org/simple/vllm/")
 
 
@@ -189,9 +190,11 @@ def test_the_sdist_sha256_is_the_pin_or_the_index_one_and_never_missing():
     assert vllm_source.sdist_sha256(found, None) == "ab" * 32
     assert vllm_source.sdist_sha256(found, "ab" * 32) == "ab" * 32
     assert vllm_source.sdist_sha256(dict(found, sha256=None), "CD" * 32) == "cd" * 32
-    with pytest.raises(SourceError, match="publishes sha256 %s .* but %s was expected" % ("ab" * 32, "cd" * 32)):
+    with pytest.raises(SourceError, match="^vllm_build_archive_sha256: the index publishes sha256 %s .* but %s was expected \\(got '%s'\\); "
+                                          % ("ab" * 32, "cd" * 32, "cd" * 32)):
         vllm_source.sdist_sha256(found, "cd" * 32)
-    with pytest.raises(SourceError, match="no sha256 from its index; set vllm_build_archive_sha256"):
+    with pytest.raises(SourceError, match="^vllm_build_archive_sha256: .*vllm-0.32.0.tar.gz comes with no sha256 from "
+                                          "its index \\(got ''\\); set vllm_build_archive_sha256"):
         vllm_source.sdist_sha256(dict(found, sha256=None), "")
 
 

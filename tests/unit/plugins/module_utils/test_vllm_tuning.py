@@ -47,7 +47,8 @@ def test_tensor_parallel_defaults_to_nodes_per_instance(superchip):
 
 @pytest.mark.parametrize("size", [3, 5])
 def test_tensor_parallel_that_does_not_fit_names_the_variable(superchip, size):
-    with pytest.raises(tuning.TuningError, match=r"vllm_serve_tensor_parallel_size=%d does not fit.*Sizes that fit: 1, 2, 4" % size):
+    with pytest.raises(tuning.TuningError, match=r"^vllm_serve_tensor_parallel_size: does not fit: 1 instance\(s\) x %d ranks .*\(got %d\); "
+                                                 r"use a size that fits: 1, 2, 4" % (size, size)):
         tuning.tensor_parallel_size(superchip, override=size)
 
 
@@ -82,7 +83,7 @@ def test_bind_override_is_validated_and_normalized(superchip):
     ("0-3||72", "has 3 '\\|'-separated group"),
 ])
 def test_bad_bind_override(superchip, bind, message):
-    with pytest.raises(tuning.TuningError, match="vllm_serve_instances\\[0\\].omp_threads_bind.*" + message):
+    with pytest.raises(tuning.TuningError, match="^vllm_serve_instances\\[0\\].omp_threads_bind: " + message):
         serve(superchip, [{"omp_threads_bind": bind}])
 
 
@@ -100,7 +101,8 @@ def test_kv_cache_budget_is_per_node_share(superchip):
 
 
 def test_kv_cache_override_that_does_not_fit(superchip):
-    with pytest.raises(tuning.TuningError, match="kv_cache_gib=500 does not fit: NUMA node 1 gives each rank 470.6 GiB"):
+    with pytest.raises(tuning.TuningError, match=r"kv_cache_gib: does not fit: NUMA node 1 gives each rank 470.6 GiB.*"
+                                                 r"\(got 500\); set it to 423 or less"):
         serve(superchip, [{"kv_cache_gib": 500}])
     profile, = serve(superchip, [{"kv_cache_gib": 40}])
     assert "VLLM_CPU_KVCACHE_SPACE" not in profile["environment"]
@@ -116,7 +118,8 @@ def test_kv_cache_floor(small_n1):
 
 def test_unknown_memory_asks_for_the_kv_size():
     facts = build_host_facts(published_samples.load_sample("graviton3"))
-    with pytest.raises(tuning.TuningError, match="reports no memory. Set vllm_serve_instances\\[0\\].kv_cache_gib"):
+    with pytest.raises(tuning.TuningError, match="^vllm_serve_instances\\[0\\].kv_cache_gib: cannot be sized: "
+                                                 "the NUMA node of CPU 0 reports no memory \\(got None\\); set it"):
         serve(facts)
     assert serve(facts, [{"kv_cache_gib": 20}])[0]["kv_cache_gib"] == 20
     with pytest.raises(tuning.TuningError, match="memory is unknown"):
@@ -130,9 +133,9 @@ def test_dtype_and_fpmath_follow_bf16(superchip, altra):
 
 
 @pytest.mark.parametrize("function, value, message", [
-    (tuning.dtype, "bfloat16", "vllm_serve_dtype=bfloat16 needs a CPU with bf16.*Neoverse-N1"),
+    (tuning.dtype, "bfloat16", "^vllm_serve_dtype: bfloat16 needs a CPU with bf16.*Neoverse-N1 has none \\(got 'bfloat16'\\); use float32"),
     (tuning.dtype, "int4", "is not one of auto, bfloat16, float16, float32"),
-    (tuning.fpmath_mode, "bf16", "vllm_serve_onednn_fpmath_mode=bf16 needs a CPU with bf16"),
+    (tuning.fpmath_mode, "bf16", "^vllm_serve_onednn_fpmath_mode: bf16 needs a CPU with bf16.* \\(got 'bf16'\\); leave it empty"),
     (tuning.fpmath_mode, "fast", "is not one of strict, bf16"),
 ])
 def test_dtype_and_fpmath_overrides_are_checked(altra, function, value, message):
@@ -145,9 +148,9 @@ def test_max_jobs_is_capped_by_memory_and_cpus(altra, small_n1):
     assert tuning.max_jobs(altra, gib_per_job=1) == 128
     assert tuning.max_jobs(small_n1) == 2  # 8 GiB allows 4 jobs, 2 CPUs
     assert tuning.max_jobs(small_n1, override="3") == 3
-    with pytest.raises(tuning.TuningError, match="vllm_build_max_jobs must be 1 or more"):
+    with pytest.raises(tuning.TuningError, match="^vllm_build_max_jobs: must be 1 or more \\(got 0\\); give a whole number of 1 or more$"):
         tuning.max_jobs(small_n1, override=0)
-    with pytest.raises(tuning.TuningError, match="vllm_build_max_jobs must be an integer"):
+    with pytest.raises(tuning.TuningError, match="^vllm_build_max_jobs: must be an integer"):
         tuning.max_jobs(small_n1, override="many")
 
 
@@ -232,7 +235,7 @@ def test_no_acl_step_off_aarch64_and_unknown_memory_is_not_guessed(altra):
     assert tuning.acl_build_jobs(x86, 64, 2, {"OMP_THREAD_LIMIT": "0"}) == {"jobs": None, "environment": {}}
     unknown = dict(altra, memory={"total_mib": None, "available_mib": None})
     assert tuning.acl_build_jobs(unknown, 4, 2, {"OMP_THREAD_LIMIT": "0"})["jobs"] == 160
-    with pytest.raises(tuning.TuningError, match="vllm_build_environment must be a mapping"):
+    with pytest.raises(tuning.TuningError, match="^vllm_build_environment: must be a mapping of environment variables \\(got a list\\); write"):
         tuning.acl_build_jobs(altra, 4, 2, ["OMP_THREAD_LIMIT=0"])
 
 
@@ -251,7 +254,7 @@ def test_build_class_of_an_emulated_host_is_unknown(superchip):
 
 
 @pytest.mark.parametrize("instances, message", [
-    ("one", "must be a list of dictionaries"),
+    ("one", "^vllm_serve_instances: must be a list of mappings \\(one per vLLM server\\) \\(got 'one'\\)"),
     ([{"name": "a"}, {"name": "a"}], "duplicate names: a, a"),
     ([{"tensor_parallel_size": 1}, {"tensor_parallel_size": 2}], "same tensor_parallel_size"),
     ([{"tensor_parallel_size": True}], "must be an integer"),
@@ -263,12 +266,14 @@ def test_bad_instances(superchip, instances, message):
 
 
 def test_reserved_cpus_that_leave_nothing(small_n1):
-    with pytest.raises(tuning.TuningError, match="vllm_serve_reserved_cpus_per_rank=2 leaves no CPU"):
+    with pytest.raises(tuning.TuningError, match="^vllm_serve_reserved_cpus_per_rank: leaves no CPU for OpenMP threads "
+                                                 "on a rank of 2 CPU\\(s\\) \\(0-1\\) \\(got 2\\); reserve fewer"):
         serve(small_n1, [{"model_params_billion": 0.5}], reserved_cpus_per_rank=2)
 
 
 def test_instances_must_not_share_cpus(superchip):
-    with pytest.raises(tuning.TuningError, match="instances\\[1\\].omp_threads_bind binds CPU 60, which instance a already uses"):
+    with pytest.raises(tuning.TuningError, match="^vllm_serve_instances\\[1\\].omp_threads_bind: binds CPU 60, which "
+                                                 "instance a already uses \\(got '60-70'\\); give each instance"):
         serve(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "60-70"}])
     first, second = serve(superchip, [{"name": "a"}, {"name": "b", "omp_threads_bind": "100-110"}])
     assert second["omp_threads_bind"] == "100-110"
@@ -277,7 +282,7 @@ def test_instances_must_not_share_cpus(superchip):
 def test_a_model_nothing_weighs_is_refused(superchip):
     """The issue's case: no size used to mean 0 GiB of weights and a KV cache that took their memory."""
     with pytest.raises(tuning.TuningError, match=(
-            r"vllm_serve_instances\[0\]: the model's weights are unknown.*got model org/model.*set "
+            r"^vllm_serve_instances\[0\]: the model's weights are unknown.*\(got 'org/model'\); .*set "
             r"vllm_serve_instances\[0\].model_weights_gib or vllm_serve_instances\[0\].model_params_billion")):
         tuning.serve_profile(superchip, [{"model_label": "org/model"}])
     with pytest.raises(tuning.TuningError, match="weights are unknown"):
