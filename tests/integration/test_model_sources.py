@@ -172,6 +172,17 @@ def test_revision_switch_keeps_the_old_revision(host, hub, tmp_path):
     assert entries(host) == [".state.json", COMMITS["main"], COMMITS["v2"], "current"]
 
 
+def test_a_model_too_large_for_the_host_is_refused_before_the_download(host, hub, tmp_path):
+    # The container has the machine's memory; a headroom larger than any node leaves no room for any model.
+    result = place(host, tmp_path, [hub_model(hub, "v3")], vllm_serve_model="tiny",
+                   vllm_serve_memory_headroom_gib=100000)
+    assert result.returncode != 0
+    assert "vllm_serve_instances[0] (main): tiny at %s needs " % COMMITS["v3"] in result.stdout
+    assert "Nothing was fetched; the previous revision (%s) stays current." % COMMITS["v2"] in result.stdout
+    assert current(host) == COMMITS["v2"]
+    assert entries(host) == [".state.json", COMMITS["main"], COMMITS["v2"], "current"]
+
+
 def test_corrupted_download_is_refused_and_the_previous_revision_stays_current(host, hub, tmp_path):
     weights = hub.file("v3", "model.safetensors")
     original = weights.read_bytes()
