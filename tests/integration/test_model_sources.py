@@ -1,5 +1,6 @@
 """vllm_model on one native Debian 12 container: the hub source through the real huggingface_hub client
-(against the hub stand-in, the real hub being unreachable here), the controller-directory, HTTP file list
+(against the hub stand-in, the real hub being unreachable here), the S3 source through the real boto3
+(against moto's S3 server on the loopback, IAM enforced), the controller-directory, HTTP file list
 (Python's own http.server on the loopback) and host-path sources, and bad input.
 
 The tests share one container and run in file order, each building on the store the previous one
@@ -22,6 +23,7 @@ import pytest
 from conftest import NATIVE, REPO_ROOT, Container, harness, run_playbook
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "stand_ins"))
+from s3_origin import REGION, S3Origin  # noqa: E402
 from tiny_model import write_tiny_model  # noqa: E402
 
 MODELS_PLAYBOOK = REPO_ROOT / "playbooks" / "models.yml"
@@ -258,3 +260,34 @@ def test_controller_http_and_host_path_sources(host, tmp_path):
     host.exec("echo tampered >> /srv/models/local/config.json")
     refused = place(host, tmp_path, models)
     assert refused.returncode != 0 and "config.json has sha256" in refused.stdout
+
+
+def test_s3_source_with_keys_rerun_offline_and_access_denied(host, tmp_path):
+    origin = S3Origin().start()
+    try:
+        model = write_tiny_model(str(tmp_path / "s3-model"), seed=31)
+        origin.put_model("models", "org/tiny", model)
+        origin.put_model("locked", "org/tiny", model)
+        keys = origin.reader("models", "org/tiny")
+        origin.enforce_iam()
+        entry = dict({"name": "bucketed", "source": "s3://models/org/tiny", "sha256sums": "SHA256SUMS",
+                      "region": REGION, "endpoint_url": origin.endpoint}, **keys)
+        result = place(host, tmp_path, [entry])
+        assert result.returncode == 0, result.stdout[-3000:]
+        assert result.placed["bucketed"]["source"] == "s3"
+        revision = result.placed["bucketed"]["revision"]
+        for file_name in ("config.json", "model.safetensors", "tokenizer_config.json"):
+            expected = hashlib.sha256(Path(model, file_name).read_bytes()).hexdigest()
+            assert sha256_in(host, "%s/bucketed/current/%s" % (STORE, file_name)) == expected
+        denied = place(host, tmp_path, [dict(entry, source="s3://locked/org/tiny", name="bucketed")])
+        assert denied.returncode != 0
+        assert ("vllm_model_models (bucketed).source: access to s3://locked/org/tiny/SHA256SUMS is denied "
+                "(got AccessDenied)") in denied.stdout
+        assert current(host, "bucketed") == revision
+    finally:
+        origin.stop()
+    # The S3 server is gone: the re-run decides from the store's record.
+    again = place(host, tmp_path, [entry])
+    assert again.returncode == 0 and changed_count(again) == 0, again.stdout[-3000:]
+    for run in (result, denied, again):
+        assert keys["secret_access_key"] not in run.stdout + run.stderr
