@@ -263,6 +263,10 @@ def normalized_models(variables):
     if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or reserve < 0:
         _fail("vllm_model_min_free_disk_gib", "must be a number of GiB >= 0", reserve,
               "set the free space to leave on the store's file system")
+    bundle = variables.get("vllm_model_ca_bundle") or ""
+    if bundle and (not isinstance(bundle, str) or not os.path.isfile(os.path.expanduser(bundle))):
+        _fail("vllm_model_ca_bundle", "names no file on the controller", bundle,
+              "give the path of a PEM bundle on the machine running ansible-playbook, or leave it empty")
     result, seen = [], {}
     for index, model in enumerate(models):
         entry = normalize_model(model, index)

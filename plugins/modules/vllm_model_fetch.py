@@ -102,6 +102,11 @@ options:
     description: Parallel hub downloads.
     type: int
     default: 4
+  ca_bundle:
+    description:
+      - A PEM bundle on the host that hub, HTTPS and S3 downloads trust instead of the clients' own CA store (a
+        TLS-intercepting proxy's CA). Default the clients' own.
+    type: path
   fit:
     description:
       - What the fit check weighs a new revision against, before its first byte is downloaded (or, for a
@@ -402,6 +407,8 @@ def place_hub(store, module):
     except ImportError as error:
         raise ModelStoreError("%s: huggingface_hub is not importable by %s (%s); run the role, which installs it into "
                               "vllm_model_tools_venv" % (model["name"], module._name, error))
+    if module.params["ca_bundle"]:
+        _hub_trusts(huggingface_hub, module.params["ca_bundle"])
     token = model["token"] or False
     api = huggingface_hub.HfApi(endpoint=model["endpoint"], token=token)
     variable = "vllm_model_models (%s)" % model["name"]
@@ -481,6 +488,18 @@ def place_hub(store, module):
     return store.finish(revision, result)
 
 
+def _hub_trusts(huggingface_hub, ca_bundle):
+    """Make the hub client trust ca_bundle: its documented hook, set_client_factory, with the client it builds by
+    default (the same request hook, redirects, no timeout) plus the bundle."""
+    import ssl
+    import httpx2
+    from huggingface_hub.utils import _http
+
+    context = ssl.create_default_context(cafile=ca_bundle)
+    huggingface_hub.set_client_factory(lambda: httpx2.Client(
+        event_hooks={"request": [_http.hf_request_event_hook]}, follow_redirects=True, timeout=None, verify=context))
+
+
 def place_host(store, module):
     model, result = store.model, {"changed": False}
     root = model["location"]
@@ -513,9 +532,9 @@ def _http_base(model):
     return model["source"] if model["source"].endswith("/") else model["source"] + "/"
 
 
-def _http_open(model, url, method="GET", timeout=60):
+def _http_open(model, url, method="GET", timeout=60, ca_bundle=None):
     try:
-        return open_url(url, method=method, timeout=timeout, follow_redirects="safe")
+        return open_url(url, method=method, timeout=timeout, follow_redirects="safe", ca_path=ca_bundle)
     except Exception as error:  # HTTPError, URLError, TLS and socket errors
         raise ModelStoreError("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, "
                               "proxy and CA settings" % (model["name"], url, type(error).__name__, error))
@@ -540,11 +559,13 @@ def place_http(store, module):
         result["_record"] = record
         return store.finish(revision, result)
     base = _http_base(model)
+    ca_bundle = module.params["ca_bundle"]
     if model.get("sha256"):
         expected = dict((name, digest.lower()) for name, digest in model["sha256"].items())
     else:
         url = urljoin(base, model["sha256sums"])
-        expected = store_rules.parse_sha256sums(_http_open(model, url).read().decode("utf-8", "replace"), url)
+        expected = store_rules.parse_sha256sums(_http_open(model, url, ca_bundle=ca_bundle).read().decode(
+            "utf-8", "replace"), url)
     revision = model["revision"] or store_rules.manifest_revision(
         dict((name, {"sha256": digest}) for name, digest in expected.items()))
     existing = store.placed(revision)
@@ -557,7 +578,8 @@ def place_http(store, module):
         return store.finish(revision, result)
     sizes = {}
     for name in expected:
-        length = _http_open(model, base + quote(name), method="HEAD").headers.get("Content-Length")
+        length = _http_open(model, base + quote(name), method="HEAD", ca_bundle=ca_bundle).headers.get(
+            "Content-Length")
         sizes[name] = int(length) if length and length.isdigit() else 0
     result["weight_bytes"] = store_rules.weight_bytes(sizes)
     result["total_bytes"] = sum(sizes.values())
@@ -579,7 +601,7 @@ def place_http(store, module):
             target = os.path.join(staging, name)
             if not os.path.isdir(os.path.dirname(target)):
                 os.makedirs(os.path.dirname(target), 0o700)
-            response = _http_open(model, base + quote(name))
+            response = _http_open(model, base + quote(name), ca_bundle=ca_bundle)
             with open(target, "wb") as handle:
                 for block in iter(lambda: response.read(1 << 20), b""):
                     handle.write(block)
@@ -621,7 +643,7 @@ def _s3_ref(model):
     return "sha256sums:" + _s3_url(model, _s3_sums_key(model))
 
 
-def _s3_client(model):
+def _s3_client(model, ca_bundle=None):
     """A boto3 client: the keys given (module arguments, never logged), else boto3's own chain (the instance
     profile on EC2). Short timeouts and few retries, so an unreachable endpoint fails in seconds."""
     try:
@@ -632,7 +654,7 @@ def _s3_client(model):
                               "vllm_model_tools_venv" % (model["name"], error))
     config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
     return boto3.session.Session().client(
-        "s3", region_name=model["region"], endpoint_url=model["endpoint_url"], config=config,
+        "s3", region_name=model["region"], endpoint_url=model["endpoint_url"], config=config, verify=ca_bundle,
         aws_access_key_id=model["access_key_id"], aws_secret_access_key=model["secret_access_key"])
 
 
@@ -671,7 +693,7 @@ def place_s3(store, module):
         _announced(result, record)
         result["_record"] = record
         return store.finish(revision, result)
-    client = _s3_client(model)
+    client = _s3_client(model, module.params["ca_bundle"])
 
     def call(url, function, **arguments):
         try:
@@ -830,6 +852,7 @@ def main():
             "keep": {"type": "int", "default": 2},
             "min_free_disk_gib": {"type": "float", "default": 1},
             "workers": {"type": "int", "default": 4},
+            "ca_bundle": {"type": "path"},
             "fit": {"type": "dict"},
         },
         supports_check_mode=True,

@@ -168,10 +168,13 @@ def test_rerun_with_the_hub_stopped_changes_nothing(host, hub, tmp_path):
 
 
 def test_revision_switch_keeps_the_old_revision(host, hub, tmp_path):
-    result = place(host, tmp_path, [hub_model(hub, "v2")])
+    # With a CA bundle the hub client is built through its client factory (the stand-in speaks plain HTTP, so
+    # this proves the factory's client downloads; the TLS trust itself is the unit tests' for HTTPS and S3).
+    result = place(host, tmp_path, [hub_model(hub, "v2")], vllm_model_ca_bundle=harness.HOST_CA_BUNDLE)
     assert result.returncode == 0, result.stdout[-3000:]
     assert current(host) == COMMITS["v2"]
     assert entries(host) == [".state.json", COMMITS["main"], COMMITS["v2"], "current"]
+    assert host.exec("test -s /etc/ssl/arm-inference-vllm-model-ca.pem && echo present").stdout.strip() == "present"
 
 
 def test_a_model_too_large_for_the_host_is_refused_before_the_download(host, hub, tmp_path):

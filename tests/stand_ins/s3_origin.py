@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 
 import boto3
@@ -34,22 +33,25 @@ def free_port():
 
 
 class S3Origin:
-    def __init__(self, port=None):
+    def __init__(self, port=None, tls=None, ca_bundle=None):
+        """tls: (certificate, key) files to serve HTTPS with; ca_bundle: what the setup client trusts then."""
         self.port = port or free_port()
-        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.tls = tls
+        self.ca_bundle = ca_bundle
+        self.endpoint = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
         self.process = None
 
     def start(self):
         # moto's own environment: no credentials are in it (moto needs none).
         environment = dict((key, value) for key, value in os.environ.items() if not key.startswith("AWS_"))
-        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        if self.tls:
+            command += ["-c", self.tls[0], "-k", self.tls[1]]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
         deadline = time.monotonic() + 60
         while True:
             try:
-                urllib.request.urlopen(self.endpoint + "/moto-api/data.json", timeout=2).read()
-                return self
-            except urllib.error.HTTPError:  # it answers: it is up
+                socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
                 return self
             except OSError:
                 if time.monotonic() > deadline or self.process.poll() is not None:
@@ -64,7 +66,7 @@ class S3Origin:
 
     def client(self, service="s3", **keys):
         return boto3.session.Session().client(service, region_name=REGION, endpoint_url=self.endpoint,
-                                              **(keys or _SETUP_KEYS))
+                                              verify=self.ca_bundle, **(keys or _SETUP_KEYS))
 
     def put_model(self, bucket, prefix, directory, sums=True):
         """Upload every file of directory under s3://bucket/prefix/, with a SHA256SUMS object when sums."""
