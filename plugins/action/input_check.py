@@ -22,6 +22,8 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils import input_ru
 
 display = Display()
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+
+
 def load_spec(role):
     with open(ROLES_DIR / role / "meta" / "argument_specs.yml") as handle:
         return yaml.safe_load(handle)["argument_specs"]["main"]["options"]

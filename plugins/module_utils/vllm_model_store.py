@@ -503,8 +503,10 @@ def now():
 
 
 def placed_fact(store, name, record):
-    """What vllm_serve reads for a model: the stable path, the resolved revision and the source kind."""
-    return {"path": os.path.join(store, name, CURRENT), "revision": record["revision"], "source": record["kind"]}
+    """What vllm_serve reads for a model: the stable path, the resolved revision, the revision's own
+    directory (a unit that names it changes, and restarts, when the revision does) and the source kind."""
+    return {"path": os.path.join(store, name, CURRENT), "revision": record["revision"],
+            "revision_path": os.path.join(store, name, record["revision"]), "source": record["kind"]}
 
 
 def serving_layouts(name, instances, serve_model=""):

@@ -111,7 +111,10 @@ def resolve_model(value, variable, settings):
     placed = settings.get("placed_models") or {}
     entry = placed.get(text) if isinstance(placed, dict) else None
     if isinstance(entry, dict) and str(entry.get("path") or "").startswith("/"):
-        return {"kind": "placed", "name": text, "path": str(entry["path"]), "revision": entry.get("revision"),
+        # The revision's own directory where vllm_model publishes it: switching revisions then changes
+        # the unit, which restarts the server onto the new weights (and a rollback back).
+        path = str(entry.get("revision_path") or entry["path"])
+        return {"kind": "placed", "name": text, "path": path, "revision": entry.get("revision"),
                 "source": entry.get("source"), "pending": bool(entry.get("pending"))}
     if text in _declared_names(settings.get("declared_models")):
         raise ServeError("%s: model %s is declared in vllm_model_models but not placed on this host (got %s, "

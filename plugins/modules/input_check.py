@@ -14,8 +14,8 @@ description:
   - For each role named, checks the host's OS and architecture, each of the role's variables against
     its argument spec (types, choices, list elements), then every cross-variable and host-dependent
     rule of the role (plugins/module_utils/input_rules.py; the table is docs/input-rules.md).
-  - Fails with one line per problem, C(<variable>: <what is wrong> (got <value>); <what to do>);
-    secrets (argument spec C(no_log) options, the API key) are never shown.
+  - "Fails with one line per problem, C(<variable>: <what is wrong> (got <value>); <what to do>);
+    secrets (argument spec C(no_log) options, the API key) are never shown."
   - Reads the host's CPUs and memory (M(arm_inference.vllm.host_facts)) when the host facts are not
     gathered yet, and the free disk under the build root when vllm_build is checked. Changes nothing.
   - This is an action plugin; it runs on the controller, so controller paths (a CA bundle, an archive)

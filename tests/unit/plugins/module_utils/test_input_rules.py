@@ -10,6 +10,7 @@ from bad_inputs import CASES, SECRET, VALID, case_id
 from conftest import REPO_ROOT
 from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules
 
+
 @pytest.fixture(scope="module")
 def debian12_altra():
     return input_rules_doc.debian12_altra()
@@ -24,7 +25,7 @@ def test_a_valid_inventory_passes_every_rule(debian12_altra):
 
 
 def test_the_table_has_a_case_for_each_of_sixty_variables_or_more():
-    assert len({expected.split("[")[0].split(".")[0] for _, expected in CASES}) >= 60
+    assert len({expected.split("[")[0].split(".")[0] for dummy, expected in CASES}) >= 60
     assert len(CASES) >= 60
 
 

@@ -289,7 +289,8 @@ def test_intact_checks_recorded_sizes_and_leftovers_finds_partial_work(tmp_path)
 
 def test_placed_fact_has_the_shape_vllm_serve_reads():
     fact = rules.placed_fact("/var/lib/vllm-models", "tiny", {"revision": COMMIT, "kind": "hf"})
-    assert fact == {"path": "/var/lib/vllm-models/tiny/current", "revision": COMMIT, "source": "hf"}
+    assert fact == {"path": "/var/lib/vllm-models/tiny/current", "revision": COMMIT,
+                    "revision_path": "/var/lib/vllm-models/tiny/" + COMMIT, "source": "hf"}
 
 
 def test_serving_layouts_are_the_instances_that_name_the_model():

@@ -175,6 +175,22 @@ def test_a_placed_model_is_served_from_its_verified_directory_offline():
     assert "VLLM_CPU_KVCACHE_SPACE" not in unit["environment"]
 
 
+def test_a_revision_switch_changes_the_unit():
+    """vllm_model publishes each revision's own directory: the unit names it, so a new revision
+    changes the unit and the role restarts the server onto the new weights."""
+    c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
+    commands = []
+    for revision in ("0e9e39f249a16976918f6564b8830bc894c89659", "1f0e9e39f249a16976918f6564b8830bc894c896"):
+        path = "/var/lib/vllm-models/llama/" + revision
+        placed = {"llama": dict(PLACED["llama"], revision=revision, revision_path=path)}
+        info = {"models": {path: model_samples.summary("llama-3.1-8b-bf16", path)}, "errors": {}}
+        [unit] = serve_units(c8g, [{"model": "llama"}], {"declared_models": DECLARED, "placed_models": placed,
+                                                        "model_info": info})
+        assert unit["arguments"][:2] == ["--model", path]
+        commands.append(unit["exec_start"])
+    assert commands[0] != commands[1]
+
+
 def test_model_paths_lists_the_local_directories_to_read():
     settings = {"model": "llama", "declared_models": DECLARED, "placed_models": PLACED}
     instances = [{"name": "a"}, {"name": "b", "model": MODEL}, {"name": "c", "model": "org/hub-model"},
