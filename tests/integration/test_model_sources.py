@@ -144,7 +144,8 @@ def test_bad_input_fails_before_anything_changes(host, hub, tmp_path):
 def test_hub_model_is_placed_verified_and_readable_by_the_serve_group_only(host, hub, tmp_path):
     result = place(host, tmp_path, [hub_model(hub, "main")])
     assert result.returncode == 0, result.stdout[-3000:]
-    assert result.placed == {"tiny": {"path": STORE + "/tiny/current", "revision": COMMITS["main"], "source": "hf"}}
+    assert result.placed == {"tiny": {"path": STORE + "/tiny/current", "revision": COMMITS["main"],
+                                      "revision_path": "%s/tiny/%s" % (STORE, COMMITS["main"]), "source": "hf"}}
     assert current(host) == COMMITS["main"]
     for name in ("config.json", "model.safetensors", "tokenizer_config.json"):
         expected = hashlib.sha256(hub.file("main", name).read_bytes()).hexdigest()
