@@ -22,10 +22,13 @@ import re
 import shutil
 
 SOURCE_KINDS = {"hf": "hf", "file": "host", "controller": "controller", "s3": "s3", "http": "http", "https": "http"}
-# Sources whose placement the fetch module implements; the others are recognised so the error says so.
-IMPLEMENTED_KINDS = ("hf", "host", "controller", "http")
-MODEL_KEYS = ("name", "source", "revision", "token", "include", "exclude", "endpoint", "sha256", "sha256sums")
+MODEL_KEYS = ("name", "source", "revision", "token", "include", "exclude", "endpoint", "sha256", "sha256sums",
+              "region", "endpoint_url", "access_key_id", "secret_access_key")
 HUB_ONLY_KEYS = ("token", "include", "exclude", "endpoint")
+# S3 credentials default to boto3's own chain (the instance profile on EC2); keys given here reach boto3
+# as module arguments (no_log), never argv or another process's environment.
+S3_ONLY_KEYS = ("region", "endpoint_url", "access_key_id", "secret_access_key")
+SECRET_KEYS = ("token", "secret_access_key")
 # File name patterns of weights: what the tuning has to fit in memory (the rest is config and tokenizer).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt")
 STATE_FILE = ".state.json"
@@ -40,6 +43,10 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
+# S3 bucket naming rules (general purpose buckets): 3-63 lower-case letters, digits, '.', '-'.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-[0-9]+$")
+_ACCESS_KEY_ID = re.compile(r"^[A-Za-z0-9]{16,128}$")
 
 
 class ModelInputError(ValueError):
@@ -122,9 +129,6 @@ def normalize_model(model, index):
         _fail(variable + ".source", "has an unknown source scheme", source,
               "use hf://, file:// (a directory on the host), controller:// (a directory on the controller), "
               "s3:// or https://")
-    if kind not in IMPLEMENTED_KINDS:
-        _fail(variable + ".source", "is a %s source, which this version of vllm_model cannot place yet" % kind,
-              source, "use hf://, https://, file:// or controller:// for now")
     location = source.partition("://")[2]
     normalized = {"name": name, "source": source, "kind": kind, "location": location}
 
@@ -155,6 +159,7 @@ def normalize_model(model, index):
             if model.get(key) is not None:
                 _fail("%s.%s" % (variable, key), "does not apply to a hub model", "(set)",
                       "leave it out: the hub publishes each file's checksum")
+        _refuse_s3_keys(variable, model, kind)
         normalized.update(revision=revision, token=token or None, include=model.get("include"),
                           exclude=model.get("exclude"), endpoint=endpoint or None)
         return normalized
@@ -164,11 +169,15 @@ def normalize_model(model, index):
             shown = "(hidden)" if key == "token" else model[key]
             _fail("%s.%s" % (variable, key), "only applies to hf:// sources", shown,
                   "remove it from this %s source" % kind)
+    if kind == "s3":
+        _check_s3(variable, model, location, source)
+    else:
+        _refuse_s3_keys(variable, model, kind)
     if kind == "http":
         if not re.match(r"^[^\s/]+/\S*$", location) or "/../" in location + "/":
             _fail(variable + ".source", "must be the URL of the directory that holds the files", source,
                   "write https://host/path/ (the file names come from sha256 or sha256sums)")
-    elif not location.startswith("/") or _CONTROL.search(location) or "/../" in location + "/":
+    elif kind != "s3" and (not location.startswith("/") or _CONTROL.search(location) or "/../" in location + "/"):
         _fail(variable + ".source", "must name an absolute directory", source,
               "write %s:///absolute/path" % source.partition("://")[0])
     if revision is not None and revision != "" and (not isinstance(revision, str) or not _LABEL.match(revision)):
@@ -183,11 +192,55 @@ def normalize_model(model, index):
         if not isinstance(sums, str) or not sums:
             _fail(variable + ".sha256sums", "must be a file name", sums,
                   "name a SHA256SUMS file (relative to the model directory, or absolute)")
-    if kind in ("host", "http") and model.get("sha256") is None and sums is None:
+    if kind in ("host", "http", "s3") and model.get("sha256") is None and sums is None:
         _fail(variable, "a %s source needs checksums to verify against" % source.partition("://")[0], source,
               "set sha256 (file: digest) or sha256sums (a SHA256SUMS file)")
     normalized.update(revision=revision or None, sha256=model.get("sha256"), sha256sums=sums)
+    if kind == "s3":
+        bucket, _slash, prefix = location.partition("/")
+        normalized.update(bucket=bucket, prefix=prefix.strip("/"), region=model.get("region") or None,
+                          endpoint_url=model.get("endpoint_url") or None,
+                          access_key_id=model.get("access_key_id") or None,
+                          secret_access_key=model.get("secret_access_key") or None)
     return normalized
+
+
+def _refuse_s3_keys(variable, model, kind):
+    for key in S3_ONLY_KEYS:
+        if model.get(key) is not None:
+            shown = "(hidden)" if key in SECRET_KEYS else model[key]
+            _fail("%s.%s" % (variable, key), "only applies to s3:// sources", shown, "remove it from this %s source"
+                  % kind)
+
+
+def _check_s3(variable, model, location, source):
+    bucket, _slash, prefix = location.partition("/")
+    if not _BUCKET.match(bucket) or ".." in bucket:
+        _fail(variable + ".source", "does not name an S3 bucket (3-63 lower-case letters, digits, '.' or '-')", source,
+              "write s3://bucket/prefix")
+    if _CONTROL.search(prefix) or "//" in prefix or any(part in (".", "..") for part in prefix.split("/")):
+        _fail(variable + ".source", "has a prefix with empty, '.' or '..' parts", source,
+              "write s3://bucket/path/to/model")
+    region = model.get("region")
+    if region is not None and (not isinstance(region, str) or not _REGION.match(region)):
+        _fail(variable + ".region", "is not an AWS region name", region, "write a region such as eu-west-1")
+    endpoint = model.get("endpoint_url")
+    if endpoint is not None and (not isinstance(endpoint, str)
+                                 or not re.match(r"^https?://[^\s/]+(/\S*)?$", endpoint)):
+        _fail(variable + ".endpoint_url", "must be an http:// or https:// URL", endpoint,
+              "name the S3-compatible store's endpoint, such as https://minio.example.com:9000")
+    key_id, secret = model.get("access_key_id"), model.get("secret_access_key")
+    if (key_id is None) != (secret is None):
+        _fail(variable + (".secret_access_key" if secret is None else ".access_key_id"),
+              "is missing: access_key_id and secret_access_key go together", "only one set",
+              "set both, or neither to use the host's instance profile")
+    if key_id is not None and (not isinstance(key_id, str) or not _ACCESS_KEY_ID.match(key_id)):
+        _fail(variable + ".access_key_id", "is not an access key id (16-128 letters and digits)", key_id,
+              "copy the key id from the IAM user's access key")
+    if secret is not None and (not isinstance(secret, str) or _CONTROL.search(secret) or not secret.strip()):
+        # The secret's value never reaches a message.
+        raise ModelInputError("%s.secret_access_key: must be a non-empty string on one line (got a %s); pass it "
+                              "from a vault" % (variable, type(secret).__name__))
 
 
 def check_vllm_model_variables(variables):
@@ -212,6 +265,10 @@ def normalized_models(variables):
     if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or reserve < 0:
         _fail("vllm_model_min_free_disk_gib", "must be a number of GiB >= 0", reserve,
               "set the free space to leave on the store's file system")
+    bundle = variables.get("vllm_model_ca_bundle") or ""
+    if bundle and (not isinstance(bundle, str) or not os.path.isfile(os.path.expanduser(bundle))):
+        _fail("vllm_model_ca_bundle", "names no file on the controller", bundle,
+              "give the path of a PEM bundle on the machine running ansible-playbook, or leave it empty")
     result, seen = [], {}
     for index, model in enumerate(models):
         entry = normalize_model(model, index)
@@ -452,3 +509,19 @@ def placed_fact(store, name, record):
     directory (a unit that names it changes, and restarts, when the revision does) and the source kind."""
     return {"path": os.path.join(store, name, CURRENT), "revision": record["revision"],
             "revision_path": os.path.join(store, name, record["revision"]), "source": record["kind"]}
+
+
+def serving_layouts(name, instances, serve_model=""):
+    """The layouts the fit check weighs a model against, before its download: one per vllm_serve instance
+    that names it (instances: vllm_serve_instances; an instance without a model serves serve_model,
+    vllm_serve_model), each with that instance's tensor_parallel_size override and the host's instance
+    count, since the instances share the host's NUMA nodes. A model no instance names yet gets the
+    single-instance layout: one that cannot fit even alone cannot be served on this host."""
+    instances = instances if isinstance(instances, list) else []
+    layouts = []
+    for index, item in enumerate(instances):
+        if not isinstance(item, dict) or item.get("model", serve_model) != name:
+            continue
+        layouts.append({"variable": "vllm_serve_instances[%d] (%s)" % (index, item.get("name", index)),
+                        "tensor_parallel_size": item.get("tensor_parallel_size"), "instances": len(instances)})
+    return layouts or [{"variable": "vllm_model_models (%s)" % name, "tensor_parallel_size": None, "instances": 1}]

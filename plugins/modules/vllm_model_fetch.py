@@ -19,7 +19,8 @@ description:
     verified, and the directory is renamed into place; C(current) is switched by renaming a new link over it.
     A failure removes the staging directory and leaves the previous revision current.
   - Free disk is checked against the bytes the source announces before the first byte is written.
-  - Hub sources need C(huggingface_hub) in the interpreter that runs the module (the role's tools venv).
+  - Hub sources need C(huggingface_hub), S3 sources C(boto3), in the interpreter that runs the module (the role's
+    tools venv).
 options:
   action:
     description:
@@ -39,8 +40,8 @@ options:
     type: str
   source:
     description:
-      - Source URI, C(hf://org/name), C(https://host/dir/) (the files named by O(sha256) or O(sha256sums) under
-        that URL), C(file:///dir/on/host) or C(controller:///dir/on/controller).
+      - Source URI, C(hf://org/name), C(s3://bucket/prefix) or C(https://host/dir/) (the files named by O(sha256) or
+        O(sha256sums) under that prefix or URL), C(file:///dir/on/host) or C(controller:///dir/on/controller).
     type: str
     required: true
   revision:
@@ -59,6 +60,20 @@ options:
     elements: str
   endpoint:
     description: Hub endpoint (a mirror); default the client's.
+    type: str
+  region:
+    description: For s3 sources, the bucket's region (default boto3's, from the host's configuration).
+    type: str
+  endpoint_url:
+    description: For s3 sources, the endpoint of an S3-compatible store (default AWS's for the region).
+    type: str
+  access_key_id:
+    description:
+      - For s3 sources, an access key id with O(secret_access_key); without them boto3's own credential chain is used
+        (the instance profile on EC2). Never logged.
+    type: str
+  secret_access_key:
+    description: For s3 sources, the secret of O(access_key_id). Never logged.
     type: str
   sha256:
     description: File name to sha256 for https, file and controller sources.
@@ -87,6 +102,21 @@ options:
     description: Parallel hub downloads.
     type: int
     default: 4
+  ca_bundle:
+    description:
+      - A PEM bundle on the host that hub, HTTPS and S3 downloads trust instead of the clients' own CA store (a
+        TLS-intercepting proxy's CA). Default the clients' own.
+    type: path
+  fit:
+    description:
+      - What the fit check weighs a new revision against, before its first byte is downloaded (or, for a
+        controller source, copied). C(facts) is C(ansible_facts.arm_inference_host) (the host_facts module);
+        C(instances) and C(serve_model) are C(vllm_serve_instances) and C(vllm_serve_model) (every instance that
+        names this model is checked in its layout, or the single-instance layout when none does);
+        C(kv_cache_min_gib) and C(memory_headroom_gib) are vllm_serve's floor and headroom.
+      - A revision already placed is not checked again (a re-run reads no metadata). Without C(facts) nothing is
+        checked.
+    type: dict
 author:
   - Arm Inference maintainers (@arm-inference)
 notes:
@@ -116,6 +146,13 @@ total_bytes:
   description: Bytes of every file of the model.
   returned: always
   type: int
+fit:
+  description:
+    - For a revision not placed yet, the fit check's numbers per layout checked (C(variable), C(per_rank_gib),
+      C(node), C(node_share_gib), C(kv_budget_gib), C(checked)).
+  returned: when a new revision was weighed
+  type: list
+  elements: dict
 free_bytes:
   description: Free bytes on the store's file system before the placement.
   returned: action place and plan
@@ -151,7 +188,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.parse import quote, urljoin
 from ansible.module_utils.urls import open_url
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as store_rules
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_store import ModelStoreError
 
 
@@ -260,6 +299,25 @@ class Store:
                 return False
         return True
 
+    def check_fit(self, revision, weight_bytes):
+        """Refuse a revision that cannot fit the host's memory per NUMA node, before any byte is written."""
+        fit = self.module.params["fit"] or {}
+        if not fit.get("facts"):
+            return None
+        results = []
+        for layout in store_rules.serving_layouts(self.name, fit.get("instances"), fit.get("serve_model") or ""):
+            try:
+                checked = vllm_model_info.check_fit(
+                    fit["facts"], weight_bytes, tensor_parallel_size=layout["tensor_parallel_size"],
+                    instances=layout["instances"], kv_cache_min_gib=fit.get("kv_cache_min_gib", 1),
+                    memory_headroom_gib=fit.get("memory_headroom_gib"), model="%s at %s" % (self.name, revision),
+                    variable=layout["variable"])
+            except vllm_tuning.TuningError as error:
+                raise ModelStoreError("%s Nothing was fetched; the previous revision (%s) stays current."
+                                      % (error, self.current or "none"))
+            results.append(dict(checked, variable=layout["variable"]))
+        return results
+
     def check_disk(self, revision, needed):
         free = store_rules.free_bytes(self.root)
         store_rules.check_free_disk(self.name, revision, needed, free, self.reserve, self.root)
@@ -349,6 +407,8 @@ def place_hub(store, module):
     except ImportError as error:
         raise ModelStoreError("%s: huggingface_hub is not importable by %s (%s); run the role, which installs it into "
                               "vllm_model_tools_venv" % (model["name"], module._name, error))
+    if module.params["ca_bundle"]:
+        _hub_trusts(huggingface_hub, module.params["ca_bundle"])
     token = model["token"] or False
     api = huggingface_hub.HfApi(endpoint=model["endpoint"], token=token)
     variable = "vllm_model_models (%s)" % model["name"]
@@ -386,9 +446,11 @@ def place_hub(store, module):
     sizes = dict((name, entry["size"] or 0) for name, entry in expected.items())
     result["weight_bytes"] = store_rules.weight_bytes(sizes)
     result["total_bytes"] = sum(sizes.values())
+    existing = store.placed(revision)
+    if not existing:
+        result["fit"] = store.check_fit(revision, result["weight_bytes"])
     result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
 
-    existing = store.placed(revision)
     if existing:  # a branch now pointing at a commit placed earlier under another name
         store.state["refs"][requested] = revision
         result["_record"] = existing
@@ -426,6 +488,18 @@ def place_hub(store, module):
     return store.finish(revision, result)
 
 
+def _hub_trusts(huggingface_hub, ca_bundle):
+    """Make the hub client trust ca_bundle: its documented hook, set_client_factory, with the client it builds by
+    default (the same request hook, redirects, no timeout) plus the bundle."""
+    import ssl
+    import httpx2
+    from huggingface_hub.utils import _http
+
+    context = ssl.create_default_context(cafile=ca_bundle)
+    huggingface_hub.set_client_factory(lambda: httpx2.Client(
+        event_hooks={"request": [_http.hf_request_event_hook]}, follow_redirects=True, timeout=None, verify=context))
+
+
 def place_host(store, module):
     model, result = store.model, {"changed": False}
     root = model["location"]
@@ -445,6 +519,7 @@ def place_host(store, module):
     record = _record(model, revision, revision, files)
     record["requested"] = derived  # the ref a re-run without a label looks up
     _announced(result, record)
+    result["fit"] = store.check_fit(revision, record["weight_bytes"])
     result["changed"] = True
     result["_record"] = record
     if not module.check_mode:
@@ -457,9 +532,9 @@ def _http_base(model):
     return model["source"] if model["source"].endswith("/") else model["source"] + "/"
 
 
-def _http_open(model, url, method="GET", timeout=60):
+def _http_open(model, url, method="GET", timeout=60, ca_bundle=None):
     try:
-        return open_url(url, method=method, timeout=timeout, follow_redirects="safe")
+        return open_url(url, method=method, timeout=timeout, follow_redirects="safe", ca_path=ca_bundle)
     except Exception as error:  # HTTPError, URLError, TLS and socket errors
         raise ModelStoreError("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, "
                               "proxy and CA settings" % (model["name"], url, type(error).__name__, error))
@@ -484,11 +559,13 @@ def place_http(store, module):
         result["_record"] = record
         return store.finish(revision, result)
     base = _http_base(model)
+    ca_bundle = module.params["ca_bundle"]
     if model.get("sha256"):
         expected = dict((name, digest.lower()) for name, digest in model["sha256"].items())
     else:
         url = urljoin(base, model["sha256sums"])
-        expected = store_rules.parse_sha256sums(_http_open(model, url).read().decode("utf-8", "replace"), url)
+        expected = store_rules.parse_sha256sums(_http_open(model, url, ca_bundle=ca_bundle).read().decode(
+            "utf-8", "replace"), url)
     revision = model["revision"] or store_rules.manifest_revision(
         dict((name, {"sha256": digest}) for name, digest in expected.items()))
     existing = store.placed(revision)
@@ -501,10 +578,12 @@ def place_http(store, module):
         return store.finish(revision, result)
     sizes = {}
     for name in expected:
-        length = _http_open(model, base + quote(name), method="HEAD").headers.get("Content-Length")
+        length = _http_open(model, base + quote(name), method="HEAD", ca_bundle=ca_bundle).headers.get(
+            "Content-Length")
         sizes[name] = int(length) if length and length.isdigit() else 0
     result["weight_bytes"] = store_rules.weight_bytes(sizes)
     result["total_bytes"] = sum(sizes.values())
+    result["fit"] = store.check_fit(revision, result["weight_bytes"])
     result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
     record = _record(model, revision, key, dict((name, {"sha256": expected[name], "size": sizes[name]})
                                                 for name in expected))
@@ -522,7 +601,7 @@ def place_http(store, module):
             target = os.path.join(staging, name)
             if not os.path.isdir(os.path.dirname(target)):
                 os.makedirs(os.path.dirname(target), 0o700)
-            response = _http_open(model, base + quote(name))
+            response = _http_open(model, base + quote(name), ca_bundle=ca_bundle)
             with open(target, "wb") as handle:
                 for block in iter(lambda: response.read(1 << 20), b""):
                     handle.write(block)
@@ -530,6 +609,146 @@ def place_http(store, module):
         record["files"] = files
         record.update(weight_bytes=store_rules.weight_bytes(dict((n, e["size"]) for n, e in files.items())),
                       total_bytes=sum(entry["size"] for entry in files.values()))
+        store.commit(revision, record, staged=staging)
+    except (ModelStoreError, OSError) as error:
+        _fail_cleanly(store, staging, error)
+    return store.finish(revision, result)
+
+
+def _s3_url(model, key):
+    return "s3://%s/%s" % (model["bucket"], key)
+
+
+def _s3_key(model, name):
+    return "%s/%s" % (model["prefix"], name) if model["prefix"] else name
+
+
+def _s3_sums_key(model):
+    """The SHA256SUMS object: relative to the prefix, or s3://bucket/key in the same bucket."""
+    sums = model["sha256sums"]
+    if sums.startswith("s3://"):
+        bucket, _slash, key = sums[5:].partition("/")
+        if bucket != model["bucket"]:
+            raise ModelStoreError("vllm_model_models (%s).sha256sums: names another bucket than the source (got %s); "
+                                  "keep the SHA256SUMS object in s3://%s" % (model["name"], sums, model["bucket"]))
+        return key
+    return _s3_key(model, sums)
+
+
+def _s3_ref(model):
+    """What a re-run without a revision label looks up: the checksums given, or the sums object's URL."""
+    if model.get("sha256"):
+        return store_rules.manifest_revision(dict((name, {"sha256": digest.lower()})
+                                                  for name, digest in model["sha256"].items()))
+    return "sha256sums:" + _s3_url(model, _s3_sums_key(model))
+
+
+def _s3_client(model, ca_bundle=None):
+    """A boto3 client: the keys given (module arguments, never logged), else boto3's own chain (the instance
+    profile on EC2). Short timeouts and few retries, so an unreachable endpoint fails in seconds."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as error:
+        raise ModelStoreError("%s: boto3 is not importable (%s); run the role, which installs it into "
+                              "vllm_model_tools_venv" % (model["name"], error))
+    config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
+    return boto3.session.Session().client(
+        "s3", region_name=model["region"], endpoint_url=model["endpoint_url"], config=config, verify=ca_bundle,
+        aws_access_key_id=model["access_key_id"], aws_secret_access_key=model["secret_access_key"])
+
+
+def _s3_error(model, url, error):
+    """One line for what boto3 raised: denied, missing, no credentials, or an unreachable endpoint."""
+    variable = "vllm_model_models (%s)" % model["name"]
+    response = getattr(error, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    endpoint = model["endpoint_url"] or "the AWS endpoint of region %s" % (model["region"] or "(boto3's default)")
+    if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"):
+        return ModelStoreError("%s.source: access to %s is denied (got %s); grant the host's role (or the keys given) "
+                               "s3:GetObject on the prefix" % (variable, url, code))
+    if code in ("NoSuchKey", "404", "NotFound"):
+        return ModelStoreError("%s.source: %s does not exist (got %s); check the prefix and the names in the checksums"
+                               % (variable, url, code))
+    if code in ("NoSuchBucket",):
+        return ModelStoreError("%s.source: bucket %s does not exist (got %s); check the source" % (
+            variable, model["bucket"], code))
+    if type(error).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+        return ModelStoreError("%s.source: no AWS credentials for %s (got %s); attach an instance profile to the host "
+                               "or set access_key_id and secret_access_key" % (variable, url, type(error).__name__))
+    if type(error).__name__ == "NoRegionError":
+        return ModelStoreError("%s.region: no region for %s (got none); set region" % (variable, url))
+    return ModelStoreError("%s.endpoint_url: %s cannot be reached for %s (got %s: %s); check endpoint_url, region, "
+                           "proxy and CA settings" % (variable, endpoint, url, type(error).__name__,
+                                                      str(error).splitlines()[0] if str(error) else ""))
+
+
+def place_s3(store, module):
+    """An S3 prefix: the files the checksums name, s3://bucket/prefix/<name>, downloaded by boto3 into staging."""
+    model, result = store.model, {"changed": False}
+    ref = _s3_ref(model)
+    revision = model["revision"] or store.state["refs"].get(ref)
+    record = store.placed(revision) if revision else None
+    if record:  # decided from the record alone: no client is created
+        _announced(result, record)
+        result["_record"] = record
+        return store.finish(revision, result)
+    client = _s3_client(model, module.params["ca_bundle"])
+
+    def call(url, function, **arguments):
+        try:
+            return function(**arguments)
+        except Exception as error:  # botocore's ClientError, EndpointConnectionError, NoCredentialsError, ...
+            raise _s3_error(model, url, error)
+
+    if model.get("sha256"):
+        expected = dict((name, digest.lower()) for name, digest in model["sha256"].items())
+    else:
+        key = _s3_sums_key(model)
+        url = _s3_url(model, key)
+        body = call(url, client.get_object, Bucket=model["bucket"], Key=key)["Body"].read()
+        expected = store_rules.parse_sha256sums(body.decode("utf-8", "replace"), url)
+    revision = model["revision"] or store_rules.manifest_revision(
+        dict((name, {"sha256": digest}) for name, digest in expected.items()))
+    existing = store.placed(revision)
+    if existing:
+        store.state["refs"][ref] = revision
+        if not module.check_mode:
+            store_rules.write_state(store.dir, store.state)
+        result["_record"] = existing
+        _announced(result, existing)
+        return store.finish(revision, result)
+    sizes = {}
+    for name in sorted(expected):
+        key = _s3_key(model, name)
+        sizes[name] = int(call(_s3_url(model, key), client.head_object, Bucket=model["bucket"], Key=key)
+                          ["ContentLength"])
+    result["weight_bytes"] = store_rules.weight_bytes(sizes)
+    result["total_bytes"] = sum(sizes.values())
+    result["fit"] = store.check_fit(revision, result["weight_bytes"])
+    result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
+    record = _record(model, revision, ref, dict((name, {"sha256": expected[name], "size": sizes[name]})
+                                                for name in expected))
+    result["changed"] = True
+    result["_record"] = record
+    if module.check_mode:
+        return store.finish(revision, result)
+    store.ensure_dirs()
+    staging = store.staging(revision)
+    try:
+        if os.path.lexists(staging):
+            shutil.rmtree(staging)
+        os.mkdir(staging, 0o700)
+        for name in sorted(expected):
+            target = os.path.join(staging, name)
+            if not os.path.isdir(os.path.dirname(target)):
+                os.makedirs(os.path.dirname(target), 0o700)
+            key = _s3_key(model, name)
+            # boto3's managed transfer: ranged parts in parallel for large files.
+            call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key, Filename=target)
+        files = store_rules.verify_files(staging, dict((name, {"sha256": expected[name], "size": sizes[name]})
+                                                       for name in expected))
+        record["files"] = files
         store.commit(revision, record, staged=staging)
     except (ModelStoreError, OSError) as error:
         _fail_cleanly(store, staging, error)
@@ -546,6 +765,7 @@ def plan_controller(store, module):
     result = {"changed": False, "revision": revision, "weight_bytes": store_rules.weight_bytes(sizes),
               "total_bytes": sum(sizes.values()), "needed": record is None, "staging": store.staging(revision)}
     if record is None:
+        result["fit"] = store.check_fit(revision, result["weight_bytes"])
         result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
         result["changed"] = True
         if not module.check_mode:
@@ -603,6 +823,8 @@ def run(module):
         return place_host(store, module)
     if kind == "http":
         return place_http(store, module)
+    if kind == "s3":
+        return place_s3(store, module)
     return place_controller(store, module)
 
 
@@ -615,6 +837,10 @@ def main():
             "source": {"type": "str", "required": True},
             "revision": {"type": "str"},
             "token": {"type": "str", "no_log": True},
+            "region": {"type": "str"},
+            "endpoint_url": {"type": "str"},
+            "access_key_id": {"type": "str", "no_log": True},
+            "secret_access_key": {"type": "str", "no_log": True},
             "include": {"type": "list", "elements": "str"},
             "exclude": {"type": "list", "elements": "str"},
             "endpoint": {"type": "str"},
@@ -626,6 +852,8 @@ def main():
             "keep": {"type": "int", "default": 2},
             "min_free_disk_gib": {"type": "float", "default": 1},
             "workers": {"type": "int", "default": 4},
+            "ca_bundle": {"type": "path"},
+            "fit": {"type": "dict"},
         },
         supports_check_mode=True,
     )

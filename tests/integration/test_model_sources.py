@@ -1,5 +1,6 @@
 """vllm_model on one native Debian 12 container: the hub source through the real huggingface_hub client
-(against the hub stand-in, the real hub being unreachable here), the controller-directory, HTTP file list
+(against the hub stand-in, the real hub being unreachable here), the S3 source through the real boto3
+(against moto's S3 server on the loopback, IAM enforced), the controller-directory, HTTP file list
 (Python's own http.server on the loopback) and host-path sources, and bad input.
 
 The tests share one container and run in file order, each building on the store the previous one
@@ -22,6 +23,7 @@ import pytest
 from conftest import NATIVE, REPO_ROOT, Container, harness, run_playbook
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "stand_ins"))
+from s3_origin import REGION, S3Origin  # noqa: E402
 from tiny_model import write_tiny_model  # noqa: E402
 
 MODELS_PLAYBOOK = REPO_ROOT / "playbooks" / "models.yml"
@@ -167,8 +169,22 @@ def test_rerun_with_the_hub_stopped_changes_nothing(host, hub, tmp_path):
 
 
 def test_revision_switch_keeps_the_old_revision(host, hub, tmp_path):
-    result = place(host, tmp_path, [hub_model(hub, "v2")])
+    # With a CA bundle the hub client is built through its client factory (the stand-in speaks plain HTTP, so
+    # this proves the factory's client downloads; the TLS trust itself is the unit tests' for HTTPS and S3).
+    result = place(host, tmp_path, [hub_model(hub, "v2")], vllm_model_ca_bundle=harness.HOST_CA_BUNDLE)
     assert result.returncode == 0, result.stdout[-3000:]
+    assert current(host) == COMMITS["v2"]
+    assert entries(host) == [".state.json", COMMITS["main"], COMMITS["v2"], "current"]
+    assert host.exec("test -s /etc/ssl/arm-inference-vllm-model-ca.pem && echo present").stdout.strip() == "present"
+
+
+def test_a_model_too_large_for_the_host_is_refused_before_the_download(host, hub, tmp_path):
+    # The container has the machine's memory; a headroom larger than any node leaves no room for any model.
+    result = place(host, tmp_path, [hub_model(hub, "v3")], vllm_serve_model="tiny",
+                   vllm_serve_memory_headroom_gib=100000)
+    assert result.returncode != 0
+    assert "vllm_serve_instances[0] (main): tiny at %s needs " % COMMITS["v3"] in result.stdout
+    assert "Nothing was fetched; the previous revision (%s) stays current." % COMMITS["v2"] in result.stdout
     assert current(host) == COMMITS["v2"]
     assert entries(host) == [".state.json", COMMITS["main"], COMMITS["v2"], "current"]
 
@@ -248,3 +264,34 @@ def test_controller_http_and_host_path_sources(host, tmp_path):
     host.exec("echo tampered >> /srv/models/local/config.json")
     refused = place(host, tmp_path, models)
     assert refused.returncode != 0 and "config.json has sha256" in refused.stdout
+
+
+def test_s3_source_with_keys_rerun_offline_and_access_denied(host, tmp_path):
+    origin = S3Origin().start()
+    try:
+        model = write_tiny_model(str(tmp_path / "s3-model"), seed=31)
+        origin.put_model("models", "org/tiny", model)
+        origin.put_model("locked", "org/tiny", model)
+        keys = origin.reader("models", "org/tiny")
+        origin.enforce_iam()
+        entry = dict({"name": "bucketed", "source": "s3://models/org/tiny", "sha256sums": "SHA256SUMS",
+                      "region": REGION, "endpoint_url": origin.endpoint}, **keys)
+        result = place(host, tmp_path, [entry])
+        assert result.returncode == 0, result.stdout[-3000:]
+        assert result.placed["bucketed"]["source"] == "s3"
+        revision = result.placed["bucketed"]["revision"]
+        for file_name in ("config.json", "model.safetensors", "tokenizer_config.json"):
+            expected = hashlib.sha256(Path(model, file_name).read_bytes()).hexdigest()
+            assert sha256_in(host, "%s/bucketed/current/%s" % (STORE, file_name)) == expected
+        denied = place(host, tmp_path, [dict(entry, source="s3://locked/org/tiny", name="bucketed")])
+        assert denied.returncode != 0
+        assert ("vllm_model_models (bucketed).source: access to s3://locked/org/tiny/SHA256SUMS is denied "
+                "(got AccessDenied)") in denied.stdout
+        assert current(host, "bucketed") == revision
+    finally:
+        origin.stop()
+    # The S3 server is gone: the re-run decides from the store's record.
+    again = place(host, tmp_path, [entry])
+    assert again.returncode == 0 and changed_count(again) == 0, again.stdout[-3000:]
+    for run in (result, denied, again):
+        assert keys["secret_access_key"] not in run.stdout + run.stderr

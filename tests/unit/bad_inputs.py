@@ -22,6 +22,7 @@ VALID = {
     "build_deps_compiler_floor_policy": "warn",
 }
 HUB_MODEL = {"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}
+S3_MODEL = {"name": "tiny", "source": "s3://models/org/tiny", "sha256sums": "SHA256SUMS"}
 
 CASES = [
     # build_deps
@@ -104,6 +105,19 @@ CASES = [
     ({"vllm_model_store": "/var"}, "vllm_model_store"),
     ({"vllm_model_keep": 0}, "vllm_model_keep"),
     ({"vllm_model_min_free_disk_gib": -1}, "vllm_model_min_free_disk_gib"),
+    ({"vllm_model_ca_bundle": "/nonexistent/proxy-ca.pem"}, "vllm_model_ca_bundle"),
+    ({"vllm_model_models": [dict(S3_MODEL, source="s3://Models_1/tiny")]}, "vllm_model_models[0] (tiny).source"),
+    ({"vllm_model_models": [dict(S3_MODEL, source="s3://models/a/../tiny")]}, "vllm_model_models[0] (tiny).source"),
+    ({"vllm_model_models": [dict(S3_MODEL, region="Frankfurt")]}, "vllm_model_models[0] (tiny).region"),
+    ({"vllm_model_models": [dict(S3_MODEL, endpoint_url="minio:9000")]}, "vllm_model_models[0] (tiny).endpoint_url"),
+    ({"vllm_model_models": [dict(S3_MODEL, access_key_id="AKIAEXAMPLEEXAMPLE01")]},
+     "vllm_model_models[0] (tiny).secret_access_key"),
+    ({"vllm_model_models": [dict(S3_MODEL, access_key_id="AK-1", secret_access_key=SECRET)]},
+     "vllm_model_models[0] (tiny).access_key_id"),
+    ({"vllm_model_models": [dict(S3_MODEL, access_key_id="AKIAEXAMPLEEXAMPLE01", secret_access_key=SECRET + "\nx")]},
+     "vllm_model_models[0] (tiny).secret_access_key"),
+    ({"vllm_model_models": [{"name": "tiny", "source": "s3://models/tiny"}]}, "vllm_model_models[0] (tiny)"),
+    ({"vllm_model_models": [dict(HUB_MODEL, region="eu-west-1")]}, "vllm_model_models[0] (tiny).region"),
     ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),

@@ -41,6 +41,24 @@ def test_good_models_of_every_implemented_kind_pass():
           {"name": "web", "source": "https://models.example.com/tiny/", "sha256sums": "SHA256SUMS"})
 
 
+def test_s3_model_is_normalized_and_its_secret_never_reaches_a_message():
+    model = {"name": "s", "source": "s3://models.example/org/tiny/", "sha256sums": "SHA256SUMS", "region": "eu-west-1",
+             "endpoint_url": "http://127.0.0.1:9000", "access_key_id": "AKIAEXAMPLEEXAMPLE01",
+             "secret_access_key": "very/secret+key"}
+    normalized = rules.normalized_models({"vllm_model_models": [model]})[0]
+    assert (normalized["kind"], normalized["bucket"], normalized["prefix"]) == ("s3", "models.example", "org/tiny")
+    assert normalized["region"] == "eu-west-1" and normalized["secret_access_key"] == "very/secret+key"
+    assert rules.normalized_models({"vllm_model_models": [{"name": "b", "source": "s3://bucket",
+                                                           "sha256": {"a": DIGEST}}]})[0]["prefix"] == ""
+    for bad in ("very\nsecret", ""):
+        message = refused(dict(model, secret_access_key=bad))
+        assert ".secret_access_key: " in message and "very" not in message
+    message = refused(dict(model, source="file:///m"))
+    assert message.startswith("vllm_model_models[0] (s).region: only applies to s3://")
+    message = refused({"name": "h", "source": "file:///m", "sha256sums": "S", "secret_access_key": "very/secret"})
+    assert "(got (hidden))" in message and "very/secret" not in message
+
+
 def test_normalized_model_splits_kind_and_location():
     models = rules.normalized_models({"vllm_model_models": [HUB, {"name": "c", "source": "controller:///m"}]})
     assert [(model["kind"], model["location"]) for model in models] == [("hf", "org/tiny"), ("controller", "/m")]
@@ -75,7 +93,23 @@ def test_normalized_model_splits_kind_and_location():
      "vllm_model_models[0] (x).include", "list of non-empty glob patterns"),
     ({"name": "x", "source": "hf://a/b", "revision": "main", "endpoint": "mirror.example"},
      "vllm_model_models[0] (x).endpoint", "http:// or https://"),
-    ({"name": "x", "source": "s3://bucket/prefix"}, "vllm_model_models[0] (x).source", "cannot place yet"),
+    ({"name": "x", "source": "s3://bucket/prefix"}, "vllm_model_models[0] (x)", "needs checksums"),
+    ({"name": "x", "source": "s3://Bucket_1/prefix", "sha256sums": "SHA256SUMS"}, "vllm_model_models[0] (x).source",
+     "S3 bucket"),
+    ({"name": "x", "source": "s3://bucket/a/../b", "sha256sums": "SHA256SUMS"}, "vllm_model_models[0] (x).source",
+     "'..' parts"),
+    ({"name": "x", "source": "s3://bucket/m", "sha256sums": "S", "region": "Europe"}, "vllm_model_models[0] (x).region",
+     "region name"),
+    ({"name": "x", "source": "s3://bucket/m", "sha256sums": "S", "endpoint_url": "minio:9000"},
+     "vllm_model_models[0] (x).endpoint_url", "http:// or https://"),
+    ({"name": "x", "source": "s3://bucket/m", "sha256sums": "S", "access_key_id": "AKIAEXAMPLEEXAMPLE01"},
+     "vllm_model_models[0] (x).secret_access_key", "go together"),
+    ({"name": "x", "source": "s3://bucket/m", "sha256sums": "S", "access_key_id": "AK-1", "secret_access_key": "s"},
+     "vllm_model_models[0] (x).access_key_id", "access key id"),
+    ({"name": "x", "source": "https://h/m/", "sha256sums": "S", "region": "eu-west-1"},
+     "vllm_model_models[0] (x).region", "only applies to s3://"),
+    ({"name": "x", "source": "hf://a/b", "revision": "main", "secret_access_key": "s"},
+     "vllm_model_models[0] (x).secret_access_key", "only applies to s3://"),
     ({"name": "x", "source": "https://example.com/models/m/"}, "vllm_model_models[0] (x)", "needs checksums"),
     ({"name": "x", "source": "https:///models/", "sha256": {"a": DIGEST}}, "vllm_model_models[0] (x).source",
      "URL of the directory"),
@@ -257,3 +291,16 @@ def test_placed_fact_has_the_shape_vllm_serve_reads():
     fact = rules.placed_fact("/var/lib/vllm-models", "tiny", {"revision": COMMIT, "kind": "hf"})
     assert fact == {"path": "/var/lib/vllm-models/tiny/current", "revision": COMMIT,
                     "revision_path": "/var/lib/vllm-models/tiny/" + COMMIT, "source": "hf"}
+
+
+def test_serving_layouts_are_the_instances_that_name_the_model():
+    instances = [{"name": "a", "model": "tiny", "tensor_parallel_size": 2}, {"name": "b"}, {"name": "c", "model": "x"}]
+    assert rules.serving_layouts("tiny", instances, serve_model="tiny") == [
+        {"variable": "vllm_serve_instances[0] (a)", "tensor_parallel_size": 2, "instances": 3},
+        {"variable": "vllm_serve_instances[1] (b)", "tensor_parallel_size": None, "instances": 3}]
+    assert rules.serving_layouts("x", instances, serve_model="tiny") == [
+        {"variable": "vllm_serve_instances[2] (c)", "tensor_parallel_size": None, "instances": 3}]
+    # A model no instance names yet is weighed alone on the host.
+    assert rules.serving_layouts("later", instances, serve_model="tiny") == [
+        {"variable": "vllm_model_models (later)", "tensor_parallel_size": None, "instances": 1}]
+    assert rules.serving_layouts("later", None) == rules.serving_layouts("later", [])

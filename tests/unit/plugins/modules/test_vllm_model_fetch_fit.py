@@ -1,0 +1,124 @@
+"""vllm_model_fetch refuses a model that does not fit the host before the first byte is fetched.
+
+A real HTTP origin (Python's http.server, on the loopback) serves a tiny model and a second revision whose
+weights are a sparse 200 GB file: the origin announces its size, the module weighs it against the published
+Graviton4 c8g.16xlarge sample (128 GiB, one NUMA node) and refuses it with the numbers, leaving the first
+revision current and fetching nothing but the sizes (HEAD requests)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import os
+import threading
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+import published_samples
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info as info
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
+from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
+
+HUGE = 200 * 10 ** 9
+MID = 40 * 1024 ** 3  # fits the sample's node alone, not as one of four instances on it
+
+
+class _Recording(http.server.SimpleHTTPRequestHandler):
+    requests = []
+
+    def log_message(self, *args):
+        pass
+
+    def send_head(self):
+        self.requests.append((self.command, self.path))
+        return super().send_head()
+
+
+@pytest.fixture()
+def origin(tmp_path):
+    root = tmp_path / "web"
+    for revision, size in (("small", 4096), ("mid", MID), ("huge", HUGE)):
+        (root / revision).mkdir(parents=True)
+        (root / revision / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+        with open(root / revision / "model.safetensors", "wb") as handle:
+            handle.truncate(size)  # sparse: the size is announced, no disk is used
+    _Recording.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(_Recording, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, "http://127.0.0.1:%d" % server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _sums(directory):
+    return dict((name, hashlib.sha256((directory / name).read_bytes()).hexdigest() if name == "config.json"
+                 or os.path.getsize(directory / name) < 1 << 20 else "0" * 64)
+                for name in ("config.json", "model.safetensors"))
+
+
+def run_module(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            vllm_model_fetch.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def fit(**extra):
+    return dict({"facts": build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge")),
+                 "instances": [{"name": "main"}], "serve_model": "tiny", "kv_cache_min_gib": 1}, **extra)
+
+
+def test_a_model_too_large_is_refused_before_the_download_and_the_previous_stays(capsys, tmp_path, origin):
+    root, url = origin
+    store = tmp_path / "store"
+    common = {"store": str(store), "name": "tiny", "keep": 2, "min_free_disk_gib": 0}
+    placed = run_module(capsys, source=url + "/small/", revision="small", sha256=_sums(root / "small"),
+                        fit=fit(), **common)
+    assert placed.get("failed") is not True, placed
+    assert placed["fit"][0]["checked"] is True and placed["fit"][0]["variable"] == "vllm_serve_instances[0] (main)"
+    assert placed["fit"][0]["node_share_gib"] > 100
+    _Recording.requests = []
+
+    refused = run_module(capsys, source=url + "/huge/", revision="huge", sha256=_sums(root / "huge"),
+                         fit=fit(), **common)
+    assert refused["failed"] is True
+    message = refused["msg"]
+    assert "\n" not in message
+    assert message.startswith("vllm_serve_instances[0] (main): tiny at huge needs ")
+    assert "weights 186.3 GiB / TP 1 + KV cache floor 1 GiB" in message
+    assert "Nothing was fetched; the previous revision (small) stays current." in message
+    # Only the sizes were asked for: no byte of the model was downloaded.
+    assert sorted(_Recording.requests) == [("HEAD", "/huge/config.json"), ("HEAD", "/huge/model.safetensors")]
+    assert os.readlink(store / "tiny" / "current") == "small"
+    assert sorted(os.listdir(store / "tiny")) == [".state.json", "current", "small"]
+
+
+def test_the_rerun_of_a_placed_revision_asks_the_origin_nothing(capsys, tmp_path, origin):
+    root, url = origin
+    common = {"store": str(tmp_path / "store"), "name": "tiny", "source": url + "/small/", "revision": "small",
+              "sha256": _sums(root / "small"), "min_free_disk_gib": 0}
+    assert run_module(capsys, fit=fit(), **common)["changed"] is True
+    _Recording.requests = []
+    again = run_module(capsys, fit=fit(), **common)
+    assert again["changed"] is False and "fit" not in again
+    assert _Recording.requests == []
+
+
+def test_the_layout_of_the_instances_that_name_the_model_is_what_is_weighed(capsys, tmp_path, origin):
+    root, url = origin
+    facts = fit()["facts"]
+    assert info.check_fit(facts, MID)["checked"] is True  # alone on the node, 40 GiB fits
+    # Four instances share the sample's single NUMA node: each rank gets a quarter of it. The one that
+    # serves another model counts too: it takes its share of the node.
+    instances = [{"name": "a%d" % index} for index in range(3)] + [{"name": "other", "model": "/srv/other"}]
+    refused = run_module(capsys, store=str(tmp_path / "store"), name="tiny", source=url + "/mid/", revision="mid",
+                         sha256=_sums(root / "mid"), min_free_disk_gib=0, fit=fit(instances=instances))
+    assert refused["failed"] is True, refused
+    assert refused["msg"].startswith("vllm_serve_instances[0] (a0): tiny at mid needs 44.2 GiB per rank"), refused
+    assert "previous revision (none) stays current" in refused["msg"]
+    assert not os.path.exists(tmp_path / "store" / "tiny")

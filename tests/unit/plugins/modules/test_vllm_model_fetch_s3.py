@@ -1,0 +1,93 @@
+"""vllm_model_fetch's S3 source: the real boto3 against moto's S3 server (tests/stand_ins/s3_origin.py) on
+the loopback, with IAM enforced, so access is decided by a real policy. Placed and verified against the
+SHA256SUMS object; a re-run with the server stopped asks nothing; access denied, an unreachable endpoint
+and a corrupted object each fail on one line and leave the previous revision current, with no partial
+directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
+
+STAND_INS = Path(__file__).resolve().parents[3] / "stand_ins"
+sys.path.insert(0, str(STAND_INS))
+from s3_origin import REGION, S3Origin, free_port  # noqa: E402
+from tiny_model import write_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory):
+    root = tmp_path_factory.mktemp("s3")
+    server = S3Origin().start()
+    models = {}
+    for seed, label in enumerate(("v1", "v2", "bad"), 1):
+        models[label] = write_tiny_model(str(root / label), seed=seed)
+        server.put_model("models", "org/tiny/" + label, models[label])
+    # "bad": an object replaced after its SHA256SUMS was written (a corrupted upload).
+    server.client().put_object(Bucket="models", Key="org/tiny/bad/config.json", Body=b"{}")
+    server.put_model("locked", "org/tiny/v1", models["v1"])
+    keys = server.reader("models", "org/tiny")
+    server.enforce_iam()
+    yield server, keys, models
+    server.stop()
+
+
+def run_module(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            vllm_model_fetch.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def s3_args(server, keys, store, label, bucket="models", **extra):
+    return dict({"store": str(store), "name": "tiny", "source": "s3://%s/org/tiny/%s" % (bucket, label),
+                 "sha256sums": "SHA256SUMS", "region": REGION, "endpoint_url": server.endpoint,
+                 "min_free_disk_gib": 0}, **dict(keys, **extra))
+
+
+def test_s3_model_placed_verified_rerun_offline_and_refusals_keep_the_previous(capsys, tmp_path, origin):
+    server, keys, models = origin
+    store = tmp_path / "store"
+    placed = run_module(capsys, **s3_args(server, keys, store, "v1"))
+    assert placed.get("failed") is not True, placed
+    revision = placed["revision"]
+    assert revision.startswith("sha256-") and placed["placed"]["source"] == "s3"
+    for name in os.listdir(models["v1"]):
+        want = hashlib.sha256(Path(models["v1"], name).read_bytes()).hexdigest()
+        assert hashlib.sha256((store / "tiny" / "current" / name).read_bytes()).hexdigest() == want
+    assert placed["weight_bytes"] == os.path.getsize(os.path.join(models["v1"], "model.safetensors"))
+    # No secret in the module's result.
+    assert keys["secret_access_key"] not in json.dumps(placed)
+
+    def refused(label, message_part, **extra):
+        result = run_module(capsys, **s3_args(server, keys, store, label, **extra))
+        assert result["failed"] is True, result
+        assert "\n" not in result["msg"] and message_part in result["msg"], result["msg"]
+        assert keys["secret_access_key"] not in result["msg"]
+        assert os.readlink(store / "tiny" / "current") == revision
+        assert sorted(os.listdir(store / "tiny")) == [".state.json", "current", revision]
+        return result["msg"]
+
+    message = refused("v1", "access to s3://locked/org/tiny/v1/SHA256SUMS is denied (got AccessDenied)",
+                      bucket="locked")
+    assert message.startswith("vllm_model_models (tiny).source: ")
+    closed = "http://127.0.0.1:%d" % free_port()
+    message = refused("v2", "vllm_model_models (tiny).endpoint_url: %s cannot be reached" % closed,
+                      endpoint_url=closed)
+    message = refused("bad", "config.json has sha256")
+    assert "the previous revision (%s) stays current" % revision in message
+
+    server.stop()
+    try:
+        again = run_module(capsys, **s3_args(server, keys, store, "v1"))
+    finally:
+        server.start()
+    assert again.get("failed") is not True and again["changed"] is False and again["revision"] == revision

@@ -1,0 +1,104 @@
+"""vllm_model_fetch trusts the operator's CA bundle (a TLS-intercepting proxy's CA) for HTTPS and S3 downloads.
+
+A CA made here signs a certificate for 127.0.0.1; Python's http.server serves a model over TLS with it, and
+moto's S3 server (tests/stand_ins/s3_origin.py) runs over TLS with it. Without the bundle both are refused
+on one line (the certificate does not verify, nothing changes); with it both are placed and verified."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import http.server
+import ipaddress
+import json
+import os
+import ssl
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "stand_ins"))
+from s3_origin import REGION, S3Origin  # noqa: E402
+from tiny_model import write_tiny_model  # noqa: E402
+
+
+def _certificate(subject, issuer, public_key, signing_key, ca):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
+               .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=1))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if not ca:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                        critical=False)
+    return builder.sign(signing_key, hashes.SHA256())
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A proxy-like CA and a server certificate for 127.0.0.1 it signed: (ca.pem, server.pem, server.key)."""
+    root = tmp_path_factory.mktemp("pki")
+    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test intercepting proxy CA")])
+    ca = _certificate(ca_name, ca_name, ca_key.public_key(), ca_key, True)
+    server = _certificate(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]), ca_name,
+                          server_key.public_key(), ca_key, False)
+    (root / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (root / "server.pem").write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    (root / "server.key").write_bytes(server_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return root
+
+
+def run_module(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            vllm_model_fetch.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_https_and_s3_downloads_trust_the_bundle_given(capsys, tmp_path, pki):
+    web = tmp_path / "web"
+    model = write_tiny_model(str(web / "tiny"), seed=41)
+    sums = {name: hashlib.sha256(Path(model, name).read_bytes()).hexdigest() for name in os.listdir(model)}
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(web))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    s3 = S3Origin(tls=(str(pki / "server.pem"), str(pki / "server.key")), ca_bundle=str(pki / "ca.pem")).start()
+    try:
+        s3.put_model("models", "org/tiny", model)
+        store = tmp_path / "store"
+        https = {"store": str(store), "name": "web", "min_free_disk_gib": 0, "sha256": sums,
+                 "source": "https://127.0.0.1:%d/tiny/" % server.server_address[1]}
+        bucket = {"store": str(store), "name": "bucket", "min_free_disk_gib": 0, "sha256sums": "SHA256SUMS",
+                  "source": "s3://models/org/tiny", "region": REGION, "endpoint_url": s3.endpoint,
+                  "access_key_id": "AKIATESTTESTTEST0001", "secret_access_key": "any-while-iam-is-off"}
+        for args, words in ((https, "vllm_model_models (web).source: https://127.0.0.1"),
+                            (bucket, "vllm_model_models (bucket).endpoint_url: %s cannot be reached" % s3.endpoint)):
+            refused = run_module(capsys, **args)
+            assert refused["failed"] is True and words in refused["msg"], refused
+            assert "CERTIFICATE_VERIFY_FAILED" in refused["msg"] or "certificate verify failed" in refused["msg"]
+            assert not os.path.exists(store / args["name"] / "current")
+        for args in (https, bucket):
+            placed = run_module(capsys, ca_bundle=str(pki / "ca.pem"), **args)
+            assert placed.get("failed") is not True, placed
+            assert placed["changed"] is True
+            for name, digest in sums.items():
+                assert hashlib.sha256((store / args["name"] / "current" / name).read_bytes()).hexdigest() == digest
+    finally:
+        s3.stop()
+        server.shutdown()
+        server.server_close()
