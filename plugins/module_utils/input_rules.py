@@ -99,13 +99,18 @@ def _account(variables, name):
 # ---------------------------------------------------------------------------------------------
 # build_deps
 
-def build_deps_python(variables, host):
-    version = variables.get("build_deps_python_version") or host.get("default_python") or ""
+def _python_version(variables, host, name):
+    """A role's Python version setting, empty meaning the OS's default."""
+    version = variables.get(name) or host.get("default_python") or ""
     problem = python_version_problem(version)
     if problem:
-        return [InputError("build_deps_python_version", problem, version,
+        return [InputError(name, problem, version,
                            "leave it empty for the OS's default Python or give a version such as 3.11")]
     return []
+
+
+def build_deps_python(variables, host):
+    return _python_version(variables, host, "build_deps_python_version")
 
 
 def build_deps_versions(variables, host):
@@ -147,12 +152,7 @@ def build_deps_rust(variables, host):
 # python_venv
 
 def python_venv_python(variables, host):
-    version = variables.get("python_venv_python_version") or host.get("default_python") or ""
-    problem = python_version_problem(version)
-    if problem:
-        return [InputError("python_venv_python_version", problem, version,
-                           "leave it empty for the OS's default Python or give a version such as 3.11")]
-    return []
+    return _python_version(variables, host, "python_venv_python_version")
 
 
 def python_venv_location(variables, host):
