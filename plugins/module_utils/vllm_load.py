@@ -81,7 +81,7 @@ def concurrency_levels(value):
         else:
             return levels
     raise ValueError(
-        "vllm_benchmark_concurrency must be a non-empty list of integers >= 1 (got %s); list the requests in flight "
+        "vllm_benchmark_concurrency: must be a non-empty list of integers >= 1 (got %s); list the requests in flight "
         "per level, for example [1, 2, 4]" % (_as_json_like(value),))
 
 

@@ -48,5 +48,5 @@ def test_bad_levels_fail_naming_the_variable_and_the_value(value, got):
     with pytest.raises(AnsibleFilterError) as error:
         LEVELS(value)
     message = str(error.value)
-    assert message.startswith("vllm_benchmark: vllm_benchmark_concurrency must be a non-empty list of integers >= 1")
+    assert message.startswith("vllm_benchmark: vllm_benchmark_concurrency: must be a non-empty list of integers >= 1")
     assert "(got %s)" % got in message
