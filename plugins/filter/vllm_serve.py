@@ -22,13 +22,6 @@ def vllm_serve_units(host, instances, settings=None):
         raise AnsibleFilterError(str(error))
 
 
-def vllm_serve_model_paths(instances, settings=None):
-    try:
-        return vllm_serve.model_paths(instances, settings)
-    except vllm_serve.ServeError as error:
-        raise AnsibleFilterError(str(error))
-
-
 class FilterModule:
     def filters(self):
-        return {"vllm_serve_units": vllm_serve_units, "vllm_serve_model_paths": vllm_serve_model_paths}
+        return {"vllm_serve_units": vllm_serve_units}
