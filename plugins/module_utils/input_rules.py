@@ -39,7 +39,7 @@ DISTRIBUTION_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 TIME_SPAN = re.compile(r"^[0-9]+ ?(us|ms|s|sec|min|h|d|w)?$")
 SYSTEM_DIRECTORIES = ("/", "/usr", "/opt", "/var", "/home", "/etc", "/root", "/tmp")
 # Roles that install or configure something on the host: they need a supported OS.
-PLATFORM_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve")
+PLATFORM_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve", "vllm_gateway")
 GIB = 1024 ** 3
 # How a value is shown is input_message's, shared with the older rule modules.
 SHOWN_LENGTH = _message.SHOWN_LENGTH
@@ -361,13 +361,14 @@ def vllm_serve_api_key(variables, host):
     return errors
 
 
-def vllm_serve_units(variables, host):
-    """The units the host would get: instances, ports, bind strings, KV cache, tensor parallel, models."""
+def _serve_units(variables, host):
+    """(the units the host would get, None) or (None, the InputError that stops them); ([], None)
+    where the host's facts are unknown."""
     from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
 
     facts = host.get("facts")
     if not facts:
-        return []
+        return [], None
     settings = serve_settings(variables, **models_settings(variables, host))
     instances = variables.get("vllm_serve_instances")
     pending = host.get("pending_models") or ()
@@ -379,10 +380,14 @@ def vllm_serve_units(variables, host):
             item.get(key) not in (None, "") for key in ("model_weights_gib", "model_params_billion")) else item
             for item in instances]
     try:
-        vllm_serve.serve_units(facts, instances, settings)
+        return vllm_serve.serve_units(facts, instances, settings), None
     except (vllm_serve.ServeError, HostFactsError) as error:
-        return [_from_message(str(error), "vllm_serve_instances")]
-    return []
+        return None, _from_message(str(error), "vllm_serve_instances")
+
+
+def vllm_serve_units(variables, host):
+    """The units the host would get: instances, ports, bind strings, KV cache, tensor parallel, models."""
+    return [error for error in _serve_units(variables, host)[1:] if error]
 
 
 def models_settings(variables, host):
@@ -473,6 +478,11 @@ def vllm_rollout_settings(variables, host):
         errors += _prompts(variables)
         if "vllm_benchmark_timeout" in variables:
             errors += _at_least(variables, "vllm_benchmark_timeout", 1, " (seconds)")
+    for name in ("vllm_rollout_leave_rotation_tasks", "vllm_rollout_join_rotation_tasks"):
+        path = variables.get(name) or ""
+        if path and not (os.path.isabs(path) and os.path.isfile(path)):
+            errors.append(InputError(name, "must be the absolute path of a task file on the controller", path,
+                                     "give the file's full path, or leave it empty for no hook"))
     return errors
 
 
@@ -483,6 +493,30 @@ def _version(text):
 
 
 # A variable, possibly indexed and keyed, with a note on which setting it falls back to:
+# ---------------------------------------------------------------------------------------------
+# vllm_gateway
+
+GATEWAY_SETTINGS = ("enabled", "address", "port", "api_keys", "tls_certificate", "tls_key", "tls_source", "routes",
+                    "metrics_port", "metrics_allow", "rate_limit_per_minute", "max_request_mib", "timeout",
+                    "max_connections")
+
+
+def gateway_settings(variables):
+    """vllm_gateway's role variables without their prefix, as module_utils/vllm_gateway.py takes them."""
+    return {name: variables.get("vllm_gateway_" + name) for name in GATEWAY_SETTINGS}
+
+
+def vllm_gateway_settings(variables, host):
+    """vllm_gateway.problems() is the one place of these rules; it sees the units vllm_serve would write
+    (their ports, binds and models). Where those cannot be computed, vllm_serve's rule says why."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_gateway
+
+    units = (_serve_units(variables, host)[0] or []) if "vllm_serve_instances" in variables else []
+    settings = gateway_settings(variables)
+    return [_from_message(message, variable) for variable, message in
+            vllm_gateway.problems(settings, units, controller_exists=os.path.isfile)]
+
+
 # "vllm_serve_instances[0].model (or vllm_serve_model)", "vllm_serve_instances[1].environment.HF_HOME".
 _VARIABLE_AT_START = re.compile(r"^([a-z][a-z0-9_]*(\[[0-9]+\]|\.[A-Za-z_][A-Za-z0-9_]*)*( \(or [a-z_]+\))?): ")
 
@@ -560,14 +594,27 @@ RULES = {
          "file://, controller://) with the keys that source takes (a hub model: a pinned revision, a token on one "
          "line, http(s) endpoint); a dedicated absolute store; keep >= 1; free disk >= 0 GiB"),
     ],
+    "vllm_gateway": [
+        (vllm_gateway_settings, "vllm_gateway_enabled, vllm_gateway_address, vllm_gateway_port, "
+         "vllm_gateway_api_keys, vllm_gateway_tls_certificate, vllm_gateway_tls_key, vllm_gateway_tls_source, "
+         "vllm_gateway_routes, vllm_gateway_metrics_port, vllm_gateway_metrics_allow, "
+         "vllm_gateway_rate_limit_per_minute, vllm_gateway_max_request_mib, vllm_gateway_timeout, "
+         "vllm_gateway_max_connections, vllm_serve_instances and vllm_serve_host (the instances it fronts)",
+         "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
+         "without spaces; both or neither of certificate and key (controller files exist); CIDR metrics networks; "
+         "absolute routes, none of vLLM's private ones; ports that are not an instance's or each other's; instances "
+         "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections"),
+    ],
     "vllm_benchmark": [
         (vllm_benchmark_load, "vllm_benchmark_concurrency, vllm_benchmark_requests, vllm_benchmark_max_tokens, "
          "vllm_benchmark_timeout, vllm_benchmark_prompts", "levels >= 1, >= 0, >= 1, >= 1 s, non-empty prompts"),
     ],
     "vllm_rollout": [
         (vllm_rollout_settings, "vllm_rollout_smoke_concurrency, vllm_rollout_smoke_max_tokens, "
-         "vllm_rollout_release_root, vllm_rollout_backup_dir, vllm_benchmark_prompts, vllm_benchmark_timeout",
-         ">= 1, >= 1, absolute paths; with the smoke load, the benchmark's prompts and timeout"),
+         "vllm_rollout_release_root, vllm_rollout_backup_dir, vllm_rollout_leave_rotation_tasks, "
+         "vllm_rollout_join_rotation_tasks, vllm_benchmark_prompts, vllm_benchmark_timeout",
+         ">= 1, >= 1, absolute paths; hooks are task files on the controller; with the smoke load, the benchmark's "
+         "prompts and timeout"),
     ],
 }
 

@@ -27,6 +27,12 @@ CONTRACTS = {
         "user": "vllm_serve_user",
         "group": "vllm_serve_group",
     },
+    # Whether the host has a front door, and the endpoints file that lists it (clients such as
+    # smoke.yml go through it when it is enabled).
+    "vllm_gateway": {
+        "enabled": "vllm_gateway_enabled",
+        "endpoints_file": "_vllm_gateway_endpoints_file",
+    },
     # Where releases live (releases/<name>/ with its venv, the current link).
     "vllm_build": {
         "root": "vllm_build_root",
@@ -65,6 +71,10 @@ def contract(role, values):
     elif role == "vllm_build":
         published["current"] = published["root"].rstrip("/") + "/current"
         published["current_venv"] = published["current"] + "/venv"
+    elif role == "vllm_gateway":
+        enabled = published["enabled"]
+        published["enabled"] = enabled.strip().lower() in ("true", "yes", "on", "1") if isinstance(enabled, str) \
+            else bool(enabled)
     elif role == "python_venv":
         published["interpreter"] = published["path"].rstrip("/") + "/bin/python"
     return published

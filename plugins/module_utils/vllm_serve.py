@@ -384,6 +384,7 @@ def serve_units(facts, instances, settings):
             "health_url": "%s/health" % base_url,
             # What smoke tests and benchmarks need to reach the instance (vllm_serve's endpoints file).
             "endpoint": {"name": name, "base_url": base_url,
+                         "model": served if served not in (None, "") else model_argument,
                          "api_key_file": merged["api_key_file"] if merged["api_key_configured"] else ""},
             "models_url": "%s/v1/models" % base_url,
             "state_dir": state_dir,

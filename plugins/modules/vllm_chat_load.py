@@ -44,6 +44,18 @@ options:
         description: File on the host holding the API key; empty for a server without one.
         type: path
         default: ""
+      ca_file:
+        description:
+          - For an C(https://) base URL, the certificate file the server's certificate must chain to (such as the
+            vllm_gateway role's self-signed one); empty for the system's trust store.
+        type: path
+        default: ""
+      tls_verify:
+        description:
+          - Check the server's certificate. The vllm_gateway role turns it off only for its loopback probe of an
+            operator's certificate, whose names do not include 127.0.0.1.
+        type: bool
+        default: true
   concurrency:
     description: Concurrency levels, run in this order.
     type: list
@@ -115,6 +127,7 @@ results:
 """
 
 import json
+import ssl
 import time
 import traceback
 
@@ -179,8 +192,11 @@ async def _level(client, model, prompts, concurrency, count, max_tokens):
 
 
 async def _endpoint(endpoint, key, params, levels):
+    verify = ssl.create_default_context(cafile=endpoint.get("ca_file") or None) if endpoint.get("tls_verify", True) \
+        else False
     client = openai.AsyncOpenAI(base_url=endpoint["base_url"].rstrip("/") + "/v1", api_key=key or "EMPTY",
-                                timeout=params["timeout"], max_retries=0)
+                                timeout=params["timeout"], max_retries=0,
+                                http_client=openai.DefaultAsyncHttpxClient(verify=verify))
     try:
         models = await client.models.list()
         model = models.data[0].id
@@ -228,6 +244,8 @@ def main():
                 "name": {"type": "str", "required": True},
                 "base_url": {"type": "str", "required": True},
                 "api_key_file": {"type": "path", "default": ""},
+                "ca_file": {"type": "path", "default": ""},
+                "tls_verify": {"type": "bool", "default": True},
             }},
             "concurrency": {"type": "list", "elements": "int", "default": [8]},
             "requests": {"type": "int", "default": 0},

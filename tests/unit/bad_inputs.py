@@ -20,7 +20,9 @@ VALID = {
     "vllm_model_models": [{"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}],
     "vllm_serve_model": "tiny",
     "build_deps_compiler_floor_policy": "warn",
+    "vllm_gateway_api_keys": [{"name": "ops", "key": "g" * 32}],
 }
+GATEWAY_KEY = {"name": "ops", "key": "g" * 32}
 HUB_MODEL = {"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}
 S3_MODEL = {"name": "tiny", "source": "s3://models/org/tiny", "sha256sums": "SHA256SUMS"}
 
@@ -172,6 +174,38 @@ CASES = [
     ({"vllm_serve_block_size": 0}, "vllm_serve_block_size"),
     ({"vllm_serve_offline": "sometimes"}, "vllm_serve_offline"),
     ({"vllm_serve_trust_remote_code": "yes please"}, "vllm_serve_trust_remote_code"),
+    # vllm_gateway
+    ({"vllm_gateway_api_keys": []}, "vllm_gateway_api_keys"),
+    ({"vllm_gateway_api_keys": [{"name": "ops", "key": ""}]}, "vllm_gateway_api_keys[0].key"),
+    ({"vllm_gateway_api_keys": [GATEWAY_KEY, {"name": "ci", "key": "g" * 32}]}, "vllm_gateway_api_keys[1].key"),
+    ({"vllm_gateway_api_keys": [GATEWAY_KEY, {"name": "ops", "key": "h" * 32}]}, "vllm_gateway_api_keys[1].name"),
+    ({"vllm_gateway_api_keys": [{"name": "ops", "key": "short"}]}, "vllm_gateway_api_keys[0].key"),
+    ({"vllm_gateway_api_keys": [{"name": "ops", "key": "g" * 20 + "\nh"}]}, "vllm_gateway_api_keys[0].key"),
+    ({"vllm_gateway_api_keys": [{"name": "arm-inference-probe", "key": "g" * 32}]}, "vllm_gateway_api_keys[0].name"),
+    ({"vllm_gateway_api_keys": "ops"}, "vllm_gateway_api_keys"),
+    ({"vllm_gateway_tls_certificate": "/etc/ssl/gateway.crt", "vllm_gateway_tls_source": "host"},
+     "vllm_gateway_tls_key"),
+    ({"vllm_gateway_tls_key": "/etc/ssl/gateway.key", "vllm_gateway_tls_source": "host"},
+     "vllm_gateway_tls_certificate"),
+    ({"vllm_gateway_tls_certificate": "/nonexistent/gateway.crt", "vllm_gateway_tls_key": "/nonexistent/gateway.key"},
+     "vllm_gateway_tls_certificate"),
+    ({"vllm_gateway_tls_source": "vault"}, "vllm_gateway_tls_source"),
+    ({"vllm_gateway_metrics_allow": ["10.0.0.0/33"]}, "vllm_gateway_metrics_allow[0]"),
+    ({"vllm_gateway_metrics_allow": ["prometheus.example.com"]}, "vllm_gateway_metrics_allow[0]"),
+    ({"vllm_gateway_port": 8000}, "vllm_gateway_port"),
+    ({"vllm_gateway_metrics_port": 8443}, "vllm_gateway_metrics_port"),
+    ({"vllm_gateway_port": 70000}, "vllm_gateway_port"),
+    ({"vllm_gateway_routes": ["/metrics"]}, "vllm_gateway_routes[0]"),
+    ({"vllm_gateway_routes": ["/tokenize"]}, "vllm_gateway_routes[0]"),
+    ({"vllm_gateway_routes": ["v1/chat/completions"]}, "vllm_gateway_routes[0]"),
+    ({"vllm_gateway_routes": []}, "vllm_gateway_routes"),
+    ({"vllm_gateway_rate_limit_per_minute": -1}, "vllm_gateway_rate_limit_per_minute"),
+    ({"vllm_gateway_max_request_mib": 0}, "vllm_gateway_max_request_mib"),
+    ({"vllm_gateway_timeout": 0}, "vllm_gateway_timeout"),
+    ({"vllm_gateway_max_connections": 1}, "vllm_gateway_max_connections"),
+    ({"vllm_gateway_address": "everywhere"}, "vllm_gateway_address"),
+    ({"vllm_gateway_enabled": "maybe"}, "vllm_gateway_enabled"),
+    ({"vllm_serve_host": "0.0.0.0", "vllm_serve_api_key": SECRET}, "vllm_serve_host"),
 ]
 
 

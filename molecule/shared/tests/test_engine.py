@@ -142,7 +142,8 @@ def test_the_release_is_the_offline_wheel_install(host):
 
 
 def test_smoke_playbook_reports_every_request_and_its_latencies(host, tmp_path):
-    """smoke.yml: eight concurrent streaming chats with the openai client on the host, reported on the controller."""
+    """smoke.yml: eight concurrent streaming chats with the openai client on the host, through the gateway,
+    reported on the controller."""
     key = host.check_output("cat /etc/vllm-serve/api_key")
     returncode, output = run_playbook("arm_inference.vllm.smoke", "vllm_benchmark_report_dir=%s" % tmp_path,
                                       "vllm_benchmark_max_tokens=32")
@@ -153,12 +154,13 @@ def test_smoke_playbook_reports_every_request_and_its_latencies(host, tmp_path):
     report = json.loads(reports[0].read_text())
     (endpoint,) = report["hosts"]["debian12-amd64-engine"]
     (level,) = endpoint["levels"]
-    assert endpoint["model"] == "tiny-llama" and endpoint["base_url"] == "http://127.0.0.1:8000"
+    # Through the gateway (vllm_gateway's endpoint), over TLS checked against its certificate.
+    assert endpoint["model"] == "tiny-llama" and endpoint["base_url"] == "https://127.0.0.1:8443"
     assert (level["concurrency"], level["requests"], level["ok"], level["failed"]) == (8, 8, 8, 0), level
     assert 8 <= level["output_tokens"] <= 8 * 32 and level["output_tokens_per_second"] > 0
     assert 0 < level["ttft_p50_ms"] <= level["ttft_p90_ms"] <= level["ttft_p99_ms"] <= level["latency_p99_ms"]
     markdown = reports[0].with_name("report.md").read_text()
-    assert "| debian12-amd64-engine | main | tiny-llama | 8 | 8/8 |" in markdown, markdown
+    assert "| debian12-amd64-engine | gateway | tiny-llama | 8 | 8/8 |" in markdown, markdown
     assert key not in reports[0].read_text() + markdown
     # Figures for the notes, printed by `make molecule` after the scenarios.
     reports_dir = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "reports")

@@ -32,23 +32,28 @@ def rollout():
     before = [state(host) for host in fleet]
     assert all(release.startswith("releases/v0.32.0-") and health == "200" for release, dummy, health in before), before
     returncode, output = run_playbook("arm_inference.vllm.rolling_update", "vllm_build_git_ref=v0.32.1")
-    return fleet, before, returncode, output, [state(host) for host in fleet]
+    return fleet, before, returncode, output, [state(host) for host in fleet], [rotation(host) for host in fleet]
+
+
+def rotation(host):
+    """What the scenario's balancer hooks (molecule/rolling_update/rotation) recorded, in order."""
+    return host.run("cat /var/tmp/arm-inference-rotation.log").stdout.split("\n")[:-1]
 
 
 def test_the_rollout_fails_at_host_2_and_says_it_stops(rollout):
-    dummy, dummy, returncode, output, dummy = rollout
+    dummy, dummy, returncode, output, dummy, dummy = rollout
     assert returncode != 0, output[-3000:]
     assert "vllm_rollout: the update of rolling-2 failed" in output, output[-3000:]
     assert "The rollout stops here." in output, output[-3000:]
 
 
 def test_host_1_is_updated_and_healthy(rollout):
-    dummy, dummy, dummy, dummy, after = rollout
+    dummy, dummy, dummy, dummy, after, dummy = rollout
     assert after[0][0].startswith("releases/v0.32.1-") and after[0][2] == "200", after
 
 
 def test_host_2_is_back_on_its_release_and_healthy(rollout):
-    fleet, before, dummy, dummy, after = rollout
+    fleet, before, dummy, dummy, after, dummy = rollout
     assert after[1][0] == before[1][0] and after[1][2] == "200", (before, after)
     unit = fleet[1].check_output("systemctl show -P ExecStart vllm-serve-main")
     assert re.search(r"/opt/vllm/%s/venv/bin/python" % re.escape(before[1][0]), unit), unit
@@ -57,10 +62,26 @@ def test_host_2_is_back_on_its_release_and_healthy(rollout):
 
 
 def test_host_3_never_got_the_update(rollout):
-    fleet, before, dummy, dummy, after = rollout
+    fleet, before, dummy, dummy, after, dummy = rollout
     # Same release, same server process, healthy, and nothing of v0.32.1 on it.
     assert after[2] == before[2], (before, after)
     assert fleet[2].check_output("ls /opt/vllm/releases").split() == [before[2][0].split("/", 1)[1]]
+
+
+def test_the_balancer_hooks_run_around_each_host_it_reached(rollout):
+    """Host 1 left and rejoined on the new release, host 2 left and rejoined once rolled back, host 3 was
+    never taken out of the rotation."""
+    dummy, before, dummy, dummy, after, rotations = rollout
+    assert rotations[0] == ["left " + before[0][0], "joined " + after[0][0]], rotations
+    assert rotations[1] == ["left " + before[1][0], "joined " + before[1][0]], rotations
+    assert rotations[2] == [], rotations
+
+
+def test_every_gateway_answers_health_after_the_rollout(rollout):
+    for host in rollout[0]:
+        assert host.check_output("python3 -c \"import ssl, urllib.request as u; print(u.urlopen("
+                                 "'https://127.0.0.1:8443/health', context=ssl._create_unverified_context(), "
+                                 "timeout=5).status)\"") == "200"
 
 
 def test_a_ref_that_does_not_compile_stops_the_rollout_at_host_1_and_touches_no_server(rollout):

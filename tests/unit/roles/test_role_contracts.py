@@ -131,8 +131,13 @@ def test_the_inventory_moves_every_consumer_with_the_owner():
 def test_a_published_fact_wins_over_the_owners_files():
     fact = dict(_lookup("vllm_serve"), endpoints_file="/run/published/endpoints.json")
     default = owner_defaults("vllm_benchmark")["vllm_benchmark_endpoints_file"]
-    assert _render(default, {"vllm_serve_contract": fact}) == "/run/published/endpoints.json"
-    assert _render(default, {}) == "/etc/vllm-serve/endpoints.json"
+    # Without the gateway the load goes to the instances vllm_serve lists; with it, through the gateway.
+    without_gateway = {"vllm_gateway_enabled": False}
+    assert _render(default, dict(without_gateway, vllm_serve_contract=fact)) == "/run/published/endpoints.json"
+    assert _render(default, without_gateway) == "/etc/vllm-serve/endpoints.json"
+    assert _render(default, {}) == "/etc/haproxy/vllm-gateway/endpoints.json"
+    gateway = dict(_lookup("vllm_gateway"), endpoints_file="/run/gateway/endpoints.json")
+    assert _render(default, {"vllm_gateway_contract": gateway}) == "/run/gateway/endpoints.json"
 
 
 def _publishing_task(path, fact):
@@ -140,7 +145,8 @@ def _publishing_task(path, fact):
     return [task for task in tasks if fact in task.get("ansible.builtin.set_fact", {})]
 
 
-@pytest.mark.parametrize("role,path", [("vllm_serve", "tasks/main.yml"), ("python_venv", "tasks/configure.yml")])
+@pytest.mark.parametrize("role,path", [("vllm_serve", "tasks/main.yml"), ("python_venv", "tasks/configure.yml"),
+                                       ("vllm_gateway", "tasks/main.yml")])
 def test_the_owner_publishes_its_contract_when_it_runs(role, path):
     [task] = _publishing_task(ROLES_DIR / role / path, role + "_contract")
     assert task["ansible.builtin.set_fact"][role + "_contract"] == (

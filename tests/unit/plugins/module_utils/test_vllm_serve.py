@@ -164,7 +164,11 @@ def test_key_transport_file_names_the_file_and_credential_does_not(altra):
     [unit] = serve_units(altra, [{}], settings)
     assert "ARM_INFERENCE_API_KEY_FILE" not in unit["environment"]
     # Clients (smoke.yml) find the key where it is stored on the host, whatever the transport.
-    assert unit["endpoint"] == {"name": "main", "base_url": "http://127.0.0.1:8000", "api_key_file": "/etc/vllm-serve/api_key"}
+    assert unit["endpoint"] == {"name": "main", "base_url": "http://127.0.0.1:8000", "model": MODEL,
+                                "api_key_file": "/etc/vllm-serve/api_key"}
+    # The model clients ask for: the served name when one is set (the gateway balances by it).
+    [unit] = serve_units(altra, [{"served_model_name": "llama"}], settings)
+    assert unit["endpoint"]["model"] == "llama"
     [unit] = serve_units(altra, [{}], {"model": MODEL, "model_info": MODEL_INFO})
     assert "ARM_INFERENCE_API_KEY_REQUIRED" not in unit["environment"]
     assert unit["endpoint"]["api_key_file"] == ""

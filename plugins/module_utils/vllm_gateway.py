@@ -1,0 +1,306 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the vllm_gateway role's HAProxy configuration says, and every rule on its variables.
+
+gateway_config() turns the instances vllm_serve wrote into its endpoints file plus the role's
+variables into what haproxy.cfg.j2 prints (listeners, servers, routes, limits); the template adds
+no logic. problems() is the one place of the gateway's input rules (input_rules.RULES runs it in
+preflight). file_sd_targets() lists every host's metrics listener for Prometheus.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import urlsplit
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
+
+KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A key is one word of printable ASCII: the map file HAProxy reads it from splits on whitespace,
+# and a header cannot carry control characters.
+KEY_TEXT = re.compile(r"^[\x21-\x7e]+$")
+KEY_MIN_LENGTH = 16
+ROUTE = re.compile(r"^/[A-Za-z0-9._~/-]*$")
+# vLLM routes that must never be public: metrics have their own listener, the rest leak the
+# tokenizer, server internals or control the engine.
+PRIVATE_ROUTES = ("/metrics", "/tokenize", "/detokenize", "/version", "/docs", "/redoc", "/openapi.json",
+                  "/load", "/ping", "/server_info", "/reset_prefix_cache", "/sleep", "/wake_up", "/collective_rpc",
+                  "/start_profile", "/stop_profile", "/scale_elastic_ep", "/is_sleeping")
+# The gateway answers /health itself (from its health checks), so it is never forwarded.
+HEALTH_ROUTE = "/health"
+METRICS_PATH = "/instances/%s/metrics"
+# The name of the role's own client key (tasks/configure.yml), which no operator key may take.
+PROBE_NAME = "arm-inference-probe"
+
+
+class GatewayError(ValueError):
+    """One problem with one variable, printed as one line."""
+
+
+def _problem(variable, problem, got=None, fix="", show_got=True):
+    return (variable, input_message(variable, problem, got, fix, show_got))
+
+
+def _port_problem(value, variable):
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        return _problem(variable, "must be a TCP port from 1 to 65535", value, "pick a free port")
+    return None
+
+
+def key_problems(keys, variable="vllm_gateway_api_keys"):
+    """Named client keys: each a name and a key; names and keys unique; no key is ever shown."""
+    problems = []
+    if not isinstance(keys, list) or not keys:
+        return [_problem(variable, "is empty, so the gateway would refuse every request", None,
+                         "add at least one {name, key} entry (docs/gateway.md), or set vllm_gateway_enabled: false",
+                         show_got=False)]
+    names = {}
+    seen = {}
+    for index, entry in enumerate(keys):
+        where = "%s[%d]" % (variable, index)
+        if not isinstance(entry, dict):
+            problems.append(_problem(where, "must be a mapping with name and key", None, "write {name: ..., key: ...}",
+                                     show_got=False))
+            continue
+        unknown = sorted(set(entry) - {"name", "key"})
+        if unknown:
+            problems.append(_problem(where, "has unknown keys %s" % ", ".join(map(str, unknown)), None,
+                                     "use only name and key", show_got=False))
+        name = entry.get("name")
+        if name == PROBE_NAME:
+            problems.append(_problem(where + ".name", "is the name of the role's own probe key", name,
+                                     "pick another name"))
+        elif not isinstance(name, str) or not KEY_NAME.match(name):
+            problems.append(_problem(where + ".name", "must be 1-64 characters of letters, digits, '.', '_' and '-'",
+                                     name, "name the client or team the key belongs to"))
+        elif name in names:
+            problems.append(_problem(where + ".name", "is already used by %s[%d]" % (variable, names[name]), name,
+                                     "give every key its own name (it is what the logs and rate limits show)"))
+        else:
+            names[name] = index
+        key = entry.get("key")
+        if not isinstance(key, str) or not key:
+            problems.append(_problem(where + ".key", "is empty", None,
+                                     "set a random key, e.g. from `openssl rand -hex 32`", show_got=False))
+        elif not KEY_TEXT.match(key):
+            problems.append(_problem(where + ".key", "contains spaces or control characters", None,
+                                     "use printable ASCII without spaces", show_got=False))
+        elif len(key) < KEY_MIN_LENGTH:
+            problems.append(_problem(where + ".key", "is shorter than %d characters" % KEY_MIN_LENGTH, None,
+                                     "use a random key, e.g. from `openssl rand -hex 32`", show_got=False))
+        elif key in seen:
+            problems.append(_problem(where + ".key", "is the same key as %s[%d]" % (variable, seen[key]), None,
+                                     "give every client its own key", show_got=False))
+        else:
+            seen[key] = index
+    return problems
+
+
+def network_problems(networks, variable="vllm_gateway_metrics_allow"):
+    problems = []
+    for index, network in enumerate(networks or []):
+        try:
+            ipaddress.ip_network(str(network), strict=False)
+        except ValueError:
+            problems.append(_problem("%s[%d]" % (variable, index), "is not an IP network in CIDR notation", network,
+                                     "write it like 10.0.0.0/8 or 192.0.2.7/32"))
+    return problems
+
+
+def route_problems(routes, variable="vllm_gateway_routes"):
+    problems = []
+    if not routes:
+        problems.append(_problem(variable, "is empty, so every request would be refused", routes,
+                                 "list the OpenAI routes clients use, e.g. /v1/chat/completions"))
+    for index, route in enumerate(routes or []):
+        where = "%s[%d]" % (variable, index)
+        if not isinstance(route, str) or not ROUTE.match(route) or "//" in route or "/../" in route + "/":
+            problems.append(_problem(where, "must be an absolute URL path of letters, digits and . _ ~ / -", route,
+                                     "write it like /v1/chat/completions"))
+        elif route.rstrip("/") in PRIVATE_ROUTES or route == HEALTH_ROUTE:
+            problems.append(_problem(where, "must not be public" if route != HEALTH_ROUTE else
+                                     "is answered by the gateway itself", route,
+                                     "remove it (metrics are on vllm_gateway_metrics_port)" if route == "/metrics"
+                                     else "remove it"))
+    return problems
+
+
+def tls_problems(certificate, key, source, controller_exists=None):
+    """Both or neither of certificate and key; paths on the controller must exist there."""
+    if bool(certificate) != bool(key):
+        missing = "vllm_gateway_tls_key" if certificate else "vllm_gateway_tls_certificate"
+        given = "vllm_gateway_tls_certificate" if certificate else "vllm_gateway_tls_key"
+        return [_problem(missing, "is empty while %s is set" % given, "", "give both the certificate and its key, "
+                         "or neither for a self-signed pair made on each host")]
+    problems = []
+    for variable, path in (("vllm_gateway_tls_certificate", certificate), ("vllm_gateway_tls_key", key)):
+        if not path:
+            continue
+        if not str(path).startswith("/") and source == "host":
+            problems.append(_problem(variable, "must be an absolute path on the host", path,
+                                     "give the file's full path"))
+        elif source == "controller" and controller_exists is not None and not controller_exists(path):
+            problems.append(_problem(variable, "does not exist on the controller", path,
+                                     "give a readable file, or set vllm_gateway_tls_source: host for a path on "
+                                     "each host"))
+    return problems
+
+
+def instance_problems(units, settings):
+    """The gateway's ports against the instances', loopback binds, one model per host."""
+    problems = []
+    ports = {}
+    for variable in ("vllm_gateway_port", "vllm_gateway_metrics_port"):
+        problem = _port_problem(settings.get(variable.replace("vllm_gateway_", "")), variable)
+        if problem:
+            problems.append(problem)
+        else:
+            ports[settings[variable.replace("vllm_gateway_", "")]] = variable
+    if settings.get("port") == settings.get("metrics_port"):
+        problems.append(_problem("vllm_gateway_metrics_port", "is the same port as vllm_gateway_port",
+                                 settings.get("metrics_port"), "give the metrics listener its own port"))
+    for unit in units:
+        if unit["port"] in ports:
+            problems.append(_problem(ports[unit["port"]], "is the port of the vLLM instance %s" % unit["name"],
+                                     unit["port"], "give the gateway and every instance their own ports"))
+        if not ipaddress.ip_address(unit["host"]).is_loopback:
+            problems.append(_problem("vllm_serve_host", "lets clients bypass vllm_gateway: instance %s binds a "
+                                     "non-loopback address" % unit["name"], unit["host"],
+                                     "bind the instances to 127.0.0.1, or set vllm_gateway_enabled: false"))
+    models = sorted({_served_model(unit) for unit in units})
+    if len(models) > 1:
+        problems.append(_problem("vllm_serve_instances", "serve %d different models on one host, but the gateway "
+                                 "balances one model per host" % len(models), ", ".join(models),
+                                 "serve one model per host, or set vllm_gateway_enabled: false and route by model "
+                                 "in your own proxy"))
+    return problems
+
+
+def _served_model(unit):
+    arguments = unit.get("arguments") or []
+    if "--served-model-name" in arguments:
+        return arguments[arguments.index("--served-model-name") + 1]
+    return unit.get("model", "")
+
+
+def problems(settings, units, controller_exists=None):
+    """Every problem with the gateway's variables, as (variable, one-line message) pairs."""
+    if not settings.get("enabled"):
+        return []
+    found = key_problems(settings.get("api_keys"))
+    found += network_problems(settings.get("metrics_allow"))
+    found += route_problems(settings.get("routes"))
+    found += tls_problems(settings.get("tls_certificate"), settings.get("tls_key"), settings.get("tls_source"),
+                          controller_exists)
+    for variable, floor, unit in (("rate_limit_per_minute", 0, ""), ("max_request_mib", 1, " MiB"),
+                                  ("timeout", 1, " s"), ("max_connections", 16, "")):
+        value = settings.get(variable)
+        if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+            found.append(_problem("vllm_gateway_" + variable, "must be an integer >= %d%s" % (floor, unit), value,
+                                  "raise it"))
+    try:
+        ipaddress.ip_address(str(settings.get("address")))
+    except ValueError:
+        found.append(_problem("vllm_gateway_address", "is not an IP address", settings.get("address"),
+                              "use 0.0.0.0 for every IPv4 address, :: for every address, or one of the host's"))
+    found += instance_problems(units or [], settings)
+    return found
+
+
+def check(settings, units, controller_exists=None):
+    """Raise GatewayError with the first problem (the role's own use; preflight lists them all)."""
+    found = problems(settings, units, controller_exists)
+    if found:
+        raise GatewayError(found[0][1])
+
+
+def _listen(address, port):
+    return "[%s]:%d" % (address, port) if ":" in address else "%s:%d" % (address, port)
+
+
+def gateway_config(endpoints, settings):
+    """What haproxy.cfg.j2 prints, from vllm_serve's endpoints (its endpoints file) and the settings.
+
+    endpoints: [{name, base_url, model, ...}] as vllm_serve writes them. Every instance is a server
+    of the one backend; each also gets a metrics backend on the metrics listener.
+    """
+    servers = []
+    for endpoint in endpoints:
+        parts = urlsplit(endpoint["base_url"])
+        if parts.scheme != "http" or not parts.hostname or not parts.port:
+            raise GatewayError("vllm_gateway: the endpoint %s in vllm_serve's endpoints file has no http://host:port "
+                               "base URL (got %s); re-run the vllm_serve role" % (endpoint.get("name"),
+                                                                                   endpoint["base_url"]))
+        servers.append({"name": endpoint["name"], "address": _listen(parts.hostname, parts.port),
+                        "model": endpoint.get("model", ""), "metrics_path": METRICS_PATH % endpoint["name"]})
+    return {
+        "public_bind": _listen(settings["address"], settings["port"]),
+        "metrics_bind": _listen(settings["address"], settings["metrics_port"]),
+        "metrics_allow": [str(ipaddress.ip_network(str(network), strict=False))
+                          for network in settings.get("metrics_allow") or []],
+        "servers": servers,
+        "max_request_bytes": settings["max_request_mib"] * 1024 * 1024,
+        "rate_limit_per_minute": settings["rate_limit_per_minute"],
+        "timeout": settings["timeout"],
+        "max_connections": settings["max_connections"],
+        # Each proxied connection holds two descriptors (client and server), plus listeners, checks and logs.
+        "limit_nofile": 2 * settings["max_connections"] + 1024,
+    }
+
+
+def client_key_map(keys, probe_key=""):
+    """The lines of the map file HAProxy looks a client's key up in: `<key> <name>`; the role's own
+    probe key (made on the host, for its checks and smoke.yml) under PROBE_NAME."""
+    entries = list(keys) + ([{"key": probe_key.strip(), "name": PROBE_NAME}] if probe_key.strip() else [])
+    return "".join("%s %s\n" % (entry["key"], entry["name"]) for entry in entries)
+
+
+def gateway_endpoint(settings, ca_file, probe_key_file):
+    """The gateway as one endpoint in vllm_serve's endpoints format, for clients on the host
+    (vllm_chat_load): its loopback address, the probe key and the certificate to check."""
+    address = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings["address"], settings["address"])
+    return {"name": "gateway", "base_url": "https://%s" % _listen(address, settings["port"]),
+            "api_key_file": probe_key_file, "ca_file": ca_file or "", "tls_verify": bool(ca_file)}
+
+
+def certificate_names(names, addresses):
+    """subjectAltName for a self-signed certificate: each name as DNS, each address as IP, no repeats."""
+    entries = []
+    for value in list(addresses) + list(names):
+        if value in (None, ""):
+            continue
+        value = str(value)
+        try:
+            entry = "IP:%s" % ipaddress.ip_address(value)
+        except ValueError:
+            if not re.match(r"^[A-Za-z0-9*]([A-Za-z0-9.-]*[A-Za-z0-9])?$", value):
+                continue
+            entry = "DNS:%s" % value
+        if entry not in entries:
+            entries.append(entry)
+    return ",".join(entries)
+
+
+def file_sd_targets(hosts):
+    """Prometheus file_sd groups: one per instance on every host's metrics listener.
+
+    hosts: [{host, address, metrics_port, hardware_class, endpoints}] where endpoints is vllm_serve's
+    list for that host.
+    """
+    groups = []
+    for host in sorted(hosts, key=lambda item: item["host"]):
+        for endpoint in host["endpoints"]:
+            groups.append({
+                "targets": [_listen(str(host["address"]), int(host["metrics_port"]))],
+                "labels": {
+                    "__metrics_path__": METRICS_PATH % endpoint["name"],
+                    "host": host["host"],
+                    "instance": "%s/%s" % (host["host"], endpoint["name"]),
+                    "vllm_instance": endpoint["name"],
+                    "model": endpoint.get("model", ""),
+                    "hardware_class": host.get("hardware_class") or "unknown",
+                },
+            })
+    return groups

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import pytest
+
+import model_samples
+import published_samples
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_gateway
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import serve_units
+
+SETTINGS = {"enabled": True, "address": "0.0.0.0", "port": 8443, "metrics_port": 9180, "metrics_allow": ["10.1.2.3/8"],
+            "api_keys": [{"name": "ops", "key": "k" * 32}], "tls_certificate": "", "tls_key": "",
+            "tls_source": "controller", "routes": ["/v1/chat/completions", "/v1/models"], "rate_limit_per_minute": 600,
+            "max_request_mib": 16, "timeout": 600, "max_connections": 4096}
+# Llama 3.1 8B's published file list, as vllm_model_info reads it on a host.
+MODEL = {"model": "/srv/models/llama", "model_info": {
+    "models": {"/srv/models/llama": model_samples.summary("llama-3.1-8b-bf16", "/srv/models/llama")}, "errors": {}}}
+
+
+@pytest.fixture(scope="module")
+def altra():
+    """A published Ampere Altra Q80-30 dump: one NUMA node of 80 cores."""
+    return build_host_facts(published_samples.load_sample("altra-q80-1p"))
+
+
+def _units(facts, instances, **settings):
+    return serve_units(facts, instances, dict(MODEL, **settings))
+
+
+def _messages(settings=None, units=()):
+    return [message for _variable, message in vllm_gateway.problems(dict(SETTINGS, **(settings or {})), list(units))]
+
+
+def test_the_configuration_lists_every_instance_vllm_serve_wrote(altra):
+    endpoints = [unit["endpoint"] for unit in _units(altra, [{"name": "node0"}, {"name": "node1"}])]
+    config = vllm_gateway.gateway_config(endpoints, SETTINGS)
+    assert [server["address"] for server in config["servers"]] == ["127.0.0.1:8000", "127.0.0.1:8001"]
+    assert [server["metrics_path"] for server in config["servers"]] == ["/instances/node0/metrics",
+                                                                        "/instances/node1/metrics"]
+    assert config["public_bind"] == "0.0.0.0:8443" and config["metrics_bind"] == "0.0.0.0:9180"
+    # A host address in a network entry is widened to its network, as HAProxy's src match would read it.
+    assert config["metrics_allow"] == ["10.0.0.0/8"]
+    assert config["max_request_bytes"] == 16 * 1024 * 1024
+    assert vllm_gateway.gateway_config(endpoints, dict(SETTINGS, address="::"))["public_bind"] == "[::]:8443"
+
+
+def test_an_endpoint_without_an_http_address_is_refused():
+    with pytest.raises(vllm_gateway.GatewayError, match="re-run the vllm_serve role"):
+        vllm_gateway.gateway_config([{"name": "main", "base_url": "unix:/run/vllm.sock"}], SETTINGS)
+
+
+def test_valid_settings_and_a_disabled_gateway_have_no_problem(altra):
+    assert _messages(units=_units(altra, [{"name": "a"}, {"name": "b"}])) == []
+    assert _messages({"enabled": False, "api_keys": []}) == []
+
+
+def test_keys_are_checked_without_ever_showing_one():
+    secret = "s" * 40
+    lines = _messages({"api_keys": [{"name": "a", "key": secret}, {"name": "b", "key": secret},
+                                    {"name": "a", "key": "short"}, {"name": "c", "key": "with space " + "x" * 20}]})
+    assert lines == [
+        "vllm_gateway_api_keys[1].key: is the same key as vllm_gateway_api_keys[0]; give every client its own key",
+        "vllm_gateway_api_keys[2].name: is already used by vllm_gateway_api_keys[0] (got 'a'); give every key its own "
+        "name (it is what the logs and rate limits show)",
+        "vllm_gateway_api_keys[2].key: is shorter than 16 characters; use a random key, e.g. from `openssl rand -hex 32`",
+        "vllm_gateway_api_keys[3].key: contains spaces or control characters; use printable ASCII without spaces",
+    ]
+    assert all(secret not in line for line in lines)
+
+
+def test_a_certificate_needs_its_key_and_controller_files_must_exist():
+    assert _messages({"tls_certificate": "/etc/ssl/gw.crt", "tls_source": "host"}) == [
+        "vllm_gateway_tls_key: is empty while vllm_gateway_tls_certificate is set (got ''); give both the certificate "
+        "and its key, or neither for a self-signed pair made on each host"]
+    missing = vllm_gateway.problems(dict(SETTINGS, tls_certificate="a.crt", tls_key="a.key"), [],
+                                    controller_exists=lambda path: path == "a.key")
+    assert [variable for variable, _message in missing] == ["vllm_gateway_tls_certificate"]
+
+
+def test_ports_binds_and_models_are_checked_against_the_instances(altra):
+    units = _units(altra, [{"name": "a"}, {"name": "b", "served_model_name": "other"}], host="0.0.0.0",
+                   api_key_configured=True)
+    lines = _messages({"port": 8001}, units)
+    assert "vllm_gateway_port: is the port of the vLLM instance b (got 8001); give the gateway and every instance " \
+        "their own ports" in lines
+    assert any(line.startswith("vllm_serve_host: lets clients bypass vllm_gateway") for line in lines)
+    assert any(line.startswith("vllm_serve_instances: serve 2 different models on one host") for line in lines)
+    assert _messages({"metrics_port": 8443})[0].startswith("vllm_gateway_metrics_port: is the same port")
+
+
+@pytest.mark.parametrize("routes,expected", [
+    ([], "vllm_gateway_routes: is empty"),
+    (["/metrics"], "vllm_gateway_routes[0]: must not be public (got '/metrics'); remove it (metrics are on"),
+    (["/tokenize/"], "vllm_gateway_routes[0]: must not be public"),
+    (["/health"], "vllm_gateway_routes[0]: is answered by the gateway itself"),
+    (["/v1/../metrics"], "vllm_gateway_routes[0]: must be an absolute URL path"),
+    (["/v1/chat completions"], "vllm_gateway_routes[0]: must be an absolute URL path"),
+])
+def test_routes(routes, expected):
+    assert _messages({"routes": routes})[0].startswith(expected)
+
+
+def test_networks_must_be_cidr():
+    assert _messages({"metrics_allow": ["10.0.0.0/8", "::1/128", "10.0.0.0/40", "prometheus"]}) == [
+        "vllm_gateway_metrics_allow[2]: is not an IP network in CIDR notation (got '10.0.0.0/40'); write it like "
+        "10.0.0.0/8 or 192.0.2.7/32",
+        "vllm_gateway_metrics_allow[3]: is not an IP network in CIDR notation (got 'prometheus'); write it like "
+        "10.0.0.0/8 or 192.0.2.7/32"]
+
+
+def test_the_key_map_holds_every_key_and_the_probe():
+    assert vllm_gateway.client_key_map([{"name": "ops", "key": "k1"}], "p1\n") == "k1 ops\np1 arm-inference-probe\n"
+    assert vllm_gateway.client_key_map([{"name": "ops", "key": "k1"}]) == "k1 ops\n"
+    assert _messages({"api_keys": [{"name": vllm_gateway.PROBE_NAME, "key": "k" * 20}]})[0].startswith(
+        "vllm_gateway_api_keys[0].name: is the name of the role's own probe key")
+
+
+def test_the_gateway_endpoint_is_checked_against_its_certificate():
+    endpoint = vllm_gateway.gateway_endpoint(SETTINGS, "/etc/haproxy/vllm-gateway/self-signed.crt", "/probe.key")
+    assert endpoint == {"name": "gateway", "base_url": "https://127.0.0.1:8443", "api_key_file": "/probe.key",
+                        "ca_file": "/etc/haproxy/vllm-gateway/self-signed.crt", "tls_verify": True}
+    # An operator's certificate does not name 127.0.0.1: the loopback probe does not check it.
+    assert vllm_gateway.gateway_endpoint(dict(SETTINGS, address="::"), "", "/k")["base_url"] == "https://[::1]:8443"
+    assert vllm_gateway.gateway_endpoint(SETTINGS, "", "/k")["tls_verify"] is False
+
+
+def test_certificate_names():
+    assert vllm_gateway.certificate_names(["gw1", "10.0.0.5", "gw1.example.com", "", "bad name!", "localhost"],
+                                          ["10.0.0.5", "127.0.0.1", "::1"]) == (
+        "IP:10.0.0.5,IP:127.0.0.1,IP:::1,DNS:gw1,DNS:gw1.example.com,DNS:localhost")
+
+
+def test_file_sd_groups_one_target_per_instance_with_labels():
+    hosts = [{"host": "gw2", "address": "10.0.0.2", "metrics_port": 9180, "hardware_class": "aarch64-dotprod-fp16",
+              "endpoints": [{"name": "main", "model": "llama"}]},
+             {"host": "gw1", "address": "fe80::1", "metrics_port": 9180, "hardware_class": "",
+              "endpoints": [{"name": "node0", "model": "llama"}, {"name": "node1", "model": "llama"}]}]
+    groups = vllm_gateway.file_sd_targets(hosts)
+    assert [group["targets"] for group in groups] == [["[fe80::1]:9180"], ["[fe80::1]:9180"], ["10.0.0.2:9180"]]
+    assert groups[0]["labels"] == {"__metrics_path__": "/instances/node0/metrics", "host": "gw1",
+                                   "instance": "gw1/node0", "vllm_instance": "node0", "model": "llama",
+                                   "hardware_class": "unknown"}
