@@ -48,6 +48,8 @@ CASES = [
     ("vllm_build", {"vllm_build_git_ref": "v1 --upload-pack=touch"},
      ["vllm_build_git_ref: must be a tag, branch or commit", "'v1 --upload-pack=touch'"]),
     ("vllm_build", {"vllm_build_min_free_disk_gib": 0}, ["no build venv at /opt/vllm/venv", "prepare.yml"]),
+    ("vllm_gateway", dict(SERVE, vllm_gateway_api_keys=[{"name": "ops", "key": ""}]),
+     ["vllm_gateway_api_keys[0].key: is empty; set a random key"]),
     ("vllm_benchmark", {"vllm_benchmark_concurrency": [4, 0]},
      ["vllm_benchmark_concurrency: must be a non-empty list of integers >= 1 (got [4, 0])"]),
     ("vllm_rollout", {"vllm_rollout_smoke_concurrency": 0}, ["vllm_rollout_smoke_concurrency: must be an integer >= 1"]),
@@ -68,7 +70,7 @@ def test_bad_input_fails_before_any_change(supported_host, tmp_path, role, varia
     assert supported_host.state() == before
 
 
-@pytest.mark.parametrize("role", ["build_deps", "tcmalloc", "python_venv", "vllm_serve", "vllm_build"])
+@pytest.mark.parametrize("role", ["build_deps", "tcmalloc", "python_venv", "vllm_serve", "vllm_build", "vllm_gateway"])
 def test_unsupported_os_fails_naming_what_is_supported(unsupported_host, tmp_path, role):
     before = unsupported_host.state()
     result = unsupported_host.playbook(tmp_path, "arm_inference.vllm." + role, {})
