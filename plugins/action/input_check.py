@@ -5,8 +5,10 @@
 
 For each role named: the OS and architecture, each variable against the role's argument spec
 (types, choices, elements; one line per problem instead of Ansible's spec dump), then the role's
-rules in module_utils/input_rules.py with the host's facts. Reads the host (host_facts, and the
-free disk under the build root when vllm_build is checked); writes nothing anywhere.
+rules in module_utils/input_rules.py with the host's facts. Reads the host (host_facts, the free
+disk under the build root when vllm_build is checked, and whether its package manager can install
+the OS packages of build_deps, tcmalloc and python_venv); the one thing it may write is apt's
+package lists, refreshed when the roles would refresh them before installing (package_candidates).
 """
 
 from __future__ import annotations
@@ -38,6 +40,25 @@ def os_vars(role, platform_key):
     with open(path) as handle:
         return {key: value for key, value in (yaml.safe_load(handle) or {}).items()
                 if not (isinstance(value, str) and "{{" in value)}
+
+
+def package_vars(role, platform_key, values, templar):
+    """A role's vars/<os>.yml as written, and with its templates rendered with `values` (the internal
+    variables the role sets before it reads them, input_rules.template_values)."""
+    with open(ROLES_DIR / role / "vars" / ("%s.yml" % platform_key)) as handle:
+        written = yaml.safe_load(handle) or {}
+    renderer = templar.copy_with_new_env(available_variables=values)
+
+    def rendered(value):
+        if isinstance(value, str) and "{{" in value:
+            return renderer.template(trust_as_template(value))
+        if isinstance(value, list):
+            return [rendered(item) for item in value]
+        if isinstance(value, dict):
+            return {key: rendered(item) for key, item in value.items()}
+        return value
+
+    return written, {key: rendered(value) for key, value in written.items()}
 
 
 def _trusted(default):
@@ -82,6 +103,12 @@ class ActionModule(ActionBase):
             result["ansible_facts"] = {"arm_inference_host": host["facts"]}
         if host.get("model_info"):
             result["model_info"] = host["model_info"]
+        if host.get("packages"):
+            # What each role installs: the names its package manager does not show installed.
+            answer = host["packages"]["answer"].get("packages") or {}
+            result["packages_to_install"] = {
+                role: [name for name, dummy in requests if not (answer.get(name) or {}).get("installed")]
+                for role, requests in host["packages"]["requests"].items()}
         errors = input_rules.check_rules(args["roles"], variables, host)
         if "vllm_serve" in args["roles"] and variables.get("vllm_serve_trust_remote_code"):
             display.warning("%s: vllm_serve_trust_remote_code is true: vLLM will run Python code from the model "
@@ -117,7 +144,24 @@ class ActionModule(ActionBase):
         host["facts"] = host_facts
         if "vllm_serve" in roles and host_facts is not None:
             host.update(self._models(roles, variables, host, task_vars))
+        if set(roles) & set(input_rules.PACKAGE_ROLES):
+            host["packages"] = self._packages(roles, variables, host, task_vars)
         return host
+
+    def _packages(self, roles, variables, host, task_vars):
+        """One package_candidates run for every OS package the roles would install: which of them
+        are installed, and whether the host's package sources have the others."""
+        requests = {}
+        for role in roles:
+            if role in input_rules.PACKAGE_ROLES:
+                written, rendered = package_vars(role, host["platform_key"],
+                                                 input_rules.template_values(role, variables, host), self._templar)
+                requests[role] = input_rules.role_packages(role, variables, host, written, rendered)
+        lists = input_rules.package_lists_refresh(list(requests), variables)
+        names = list(dict.fromkeys(name for pairs in requests.values() for name, dummy in pairs))
+        answer = self._module("arm_inference.vllm.package_candidates",
+                              {"names": names, "cache_valid_time": lists[2]}, task_vars)
+        return {"requests": requests, "answer": answer, "lists": lists}
 
     def _models(self, roles, variables, host, task_vars):
         """vllm_model's declarations and placements, and the files of the local models the instances
@@ -144,6 +188,7 @@ class ActionModule(ActionBase):
         # The message alone: no facts or model summaries printed after it.
         result.pop("ansible_facts", None)
         result.pop("model_info", None)
+        result.pop("packages_to_install", None)
         lines = [str(error) for error in errors]
         result.update(failed=True, msg=lines[0] if len(lines) == 1 else
                       "%d problems: %s" % (len(lines), " | ".join(lines)))

@@ -193,6 +193,180 @@ def python_venv_pip_sources(variables, host):
 
 
 # ---------------------------------------------------------------------------------------------
+# OS packages: what build_deps, tcmalloc and python_venv install, named in their vars/<os>.yml. The
+# check asks the host's package manager once for all of them (module package_candidates: installed,
+# or installable from the host's package sources) and puts the answer in host["packages"]; a
+# missing package is reported under the setting that made the role ask for it.
+
+# Per role: the setting whose Python the templates in its vars/<os>.yml read, with the internal
+# name the role renders them with (the setting, or the OS's default Python when it is empty), and
+# the setting that says how old apt's package lists may be before the role refreshes them.
+PACKAGE_ROLES = {
+    "build_deps": {"python": ("build_deps_python_version", "__build_deps_python_version"),
+                   "lists_valid_time": "build_deps_apt_cache_valid_time"},
+    "tcmalloc": {"python": None, "lists_valid_time": "tcmalloc_apt_cache_valid_time"},
+    "python_venv": {"python": ("python_venv_python_version", "__python_venv_python_version"),
+                    "lists_valid_time": "python_venv_apt_cache_valid_time"},
+}
+# A plain package name (Debian's or RPM's), optionally with an architecture: never an option.
+PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._~-]*(:[a-z0-9]+)?$")
+
+
+def template_values(role, variables, host):
+    """{internal variable: value} for what the templates in a role's vars/<os>.yml read."""
+    python = PACKAGE_ROLES[role]["python"]
+    if not python:
+        return {}
+    setting, internal = python
+    return {internal: str(variables.get(setting) or host.get("default_python") or "")}
+
+
+def role_packages(role, variables, host, written, rendered):
+    """[(package, setting)]: what a role asks the package manager for, in its order, each with the
+    setting it follows from, or None for a package the OS's vars file names for every host.
+
+    written, rendered: the role's vars/<os>.yml as written and with its templates rendered with
+    template_values(). A name rendered from a template follows the role's Python setting; with that
+    setting empty it is the OS's default Python's (None), and with it malformed nothing is asked
+    for it (its own rule reports the setting)."""
+    python = PACKAGE_ROLES[role]["python"]
+    python_setting = python[0] if python else None
+    version = template_values(role, variables, host).get(python[1]) if python else None
+
+    def entries(key, setting=None):
+        found = []
+        for raw, name in zip(written.get(key) or [], rendered.get(key) or []):
+            if isinstance(raw, str) and "{{" in raw:
+                if python_version_problem(version):
+                    continue
+                found.append((name, python_setting if variables.get(python_setting) else setting))
+            else:
+                found.append((name, setting))
+        return found
+
+    requests = []
+    if role == "build_deps":
+        for key in ("_build_deps_packages", "_build_deps_compiler_packages", "_build_deps_cmake_packages",
+                    "_build_deps_python_dev_packages"):
+            requests += entries(key)
+        if variables.get("build_deps_rust_enabled") is True:
+            requests += entries("_build_deps_rust_packages", "build_deps_rust_enabled")
+            requests += entries("_build_deps_rustup_packages", "build_deps_rust_enabled")
+        requests += [(name, "build_deps_extra_packages") for name in variables.get("build_deps_extra_packages") or []
+                     if PACKAGE_NAME.match(str(name))]
+    elif role == "tcmalloc":
+        name = (rendered.get("_tcmalloc_packages") or {}).get(variables.get("tcmalloc_variant"))
+        requests = [(name, "tcmalloc_variant")] if name else []
+    elif role == "python_venv":
+        requests = entries("_python_venv_packages")
+    first = {}
+    for name, setting in requests:
+        first.setdefault(name, setting)
+    return list(first.items())
+
+
+def package_lists_refresh(roles, variables):
+    """(role, setting, seconds): the apt package lists refresh the roles would make before they
+    install, so that the check sees what they will: the shortest positive *_apt_cache_valid_time
+    among them (the first role to run refreshes lists older than its own), or (the first role, its
+    setting, 0) when none of them refreshes."""
+    settings = [(role, PACKAGE_ROLES[role]["lists_valid_time"]) for role in roles if role in PACKAGE_ROLES]
+    refreshing = [(variables.get(setting), index, role, setting) for index, (role, setting) in enumerate(settings)
+                  if _is_int(variables.get(setting)) and variables.get(setting) > 0]
+    if refreshing:
+        seconds, dummy, role, setting = min(refreshing)
+        return role, setting, seconds
+    return settings[0][0], settings[0][1], 0
+
+
+def _package_lists_problem(answer, role, setting, seconds):
+    """What keeps the package manager's answer from saying anything of the packages, or None."""
+    if answer.get("failed"):
+        message = " ".join(str(answer.get("msg") or "no answer").split())
+        if message.startswith("apt-get update"):
+            return InputError(setting, "could not refresh the apt package lists: %s" % message, seconds,
+                              "fix the host's apt sources or its network, or set %s to 0 to judge on the lists the "
+                              "host has" % setting)
+        return InputError(role, "could not ask the host's package manager what it can install: %s" % message,
+                          show_got=False, fix="fix the host's package manager or its sources")
+    if answer.get("manager") == "apt" and "lists_age" in answer and answer["lists_age"] is None:
+        if answer.get("cache_updated"):
+            return InputError(setting, "apt-get update left this host without package lists (it has no apt sources), "
+                              "so apt can install nothing it lacks", seconds,
+                              "add the distribution's sources to /etc/apt/sources.list(.d)")
+        return InputError(setting, "is 0, so nothing refreshes apt's package lists, and this host has none yet "
+                          "(apt-get update never ran here): apt can install nothing it lacks", seconds,
+                          "set it above 0 (apt-get update then runs before the check and the install) or run "
+                          "apt-get update on the host")
+    return None
+
+
+def _missing_packages(role, setting, names, variables, host):
+    listed = ", ".join(names)
+    if setting is None:
+        return InputError(role, "no package source of this host has what the role installs on %s"
+                          % host.get("platform_key"), names,
+                          "enable the package sources the distribution ships with (apt sources, dnf repolist) "
+                          "and run again")
+    if PACKAGE_ROLES[role]["python"] and setting == PACKAGE_ROLES[role]["python"][0]:
+        version = variables.get(setting)
+        return InputError(setting, "Python %s is not installable here: no package source of this host has %s"
+                          % (version, listed), version,
+                          "leave it empty for the Python %s provides (%s), or add a package source that carries "
+                          "Python %s" % (host.get("platform_key"), host.get("default_python"), version))
+    if setting == "build_deps_extra_packages":
+        return InputError(setting, "no package source of this host has %s" % listed, variables.get(setting),
+                          "fix the names, or add the package source that carries them")
+    if setting == "build_deps_rust_enabled":
+        return InputError(setting, "needs %s, which no package source of this host has" % listed, True,
+                          "add the package source that carries them, or leave it false: vLLM then builds without "
+                          "its optional Rust extensions")
+    where = " (on RHEL 9: AppStream or EPEL)" if str(host.get("platform_key")).startswith("RedHat") else ""
+    return InputError(setting, "needs the package %s, which no package source of this host has" % listed,
+                      variables.get(setting), "enable the package source that carries it%s" % where)
+
+
+def _packages(role, variables, host):
+    """The role's packages the host's package manager cannot install, one line per setting."""
+    asked = host.get("packages")
+    if not asked or role not in asked["requests"]:
+        return []
+    lists_role, setting, seconds = asked["lists"]
+    problem = _package_lists_problem(asked["answer"], lists_role, setting, seconds)
+    if problem:
+        # Nothing can be said of any package; the role whose setting decides the refresh says why, once.
+        return [problem] if role == lists_role else []
+    missing = set(asked["answer"].get("missing") or ())
+    by_setting = {}
+    for name, package_setting in asked["requests"][role]:
+        if name in missing:
+            by_setting.setdefault(package_setting, []).append(name)
+    return [_missing_packages(role, package_setting, names, variables, host)
+            for package_setting, names in by_setting.items()]
+
+
+def build_deps_packages(variables, host):
+    return _packages("build_deps", variables, host)
+
+
+def build_deps_extra_package_names(variables, host):
+    errors = []
+    for position, name in enumerate(variables.get("build_deps_extra_packages") or []):
+        if not PACKAGE_NAME.match(str(name)):
+            errors.append(InputError("build_deps_extra_packages[%d]" % position, "is not a package name", name,
+                                     "give plain package names (letters, digits, + . _ ~ -), such as gdb"))
+    return errors
+
+
+def tcmalloc_packages(variables, host):
+    return _packages("tcmalloc", variables, host)
+
+
+def python_venv_packages(variables, host):
+    return _packages("python_venv", variables, host)
+
+
+# ---------------------------------------------------------------------------------------------
 # vllm_build
 
 def vllm_build_source(variables, host):
@@ -532,6 +706,10 @@ def _from_message(message, fallback_variable):
     return InputError(fallback_variable, text.rstrip("."), show_got=False)
 
 
+PACKAGES_DEMAND = ("every OS package the role installs (its vars/<os>.yml, and the setting's packages) is installed or "
+                   "installable from the host's package sources; apt's lists are refreshed first when older than the "
+                   "shortest *_apt_cache_valid_time of the roles checked, as the first role would")
+
 # role -> [(rule function, variables it reads, what it demands)]
 RULES = {
     "build_deps": [
@@ -540,8 +718,13 @@ RULES = {
         (build_deps_compiler_floor, "build_deps_compiler_min_version, build_deps_compiler_floor_policy",
          "the OS's newest GCC meets the floor where the policy makes it fatal (fail; auto on x86_64)"),
         (build_deps_rust, "build_deps_rust_enabled", "only where the OS packages rustup"),
+        (build_deps_extra_package_names, "build_deps_extra_packages", "plain package names, never an option"),
+        (build_deps_packages, "build_deps_python_version, build_deps_rust_enabled, build_deps_extra_packages, "
+         "build_deps_apt_cache_valid_time", PACKAGES_DEMAND),
     ],
-    "tcmalloc": [],
+    "tcmalloc": [
+        (tcmalloc_packages, "tcmalloc_variant, tcmalloc_apt_cache_valid_time", PACKAGES_DEMAND),
+    ],
     "python_venv": [
         (python_venv_python, "python_venv_python_version", "3.X, at least 3.10, or empty for the OS's Python"),
         (python_venv_location, "python_venv_path, python_venv_user",
@@ -551,6 +734,7 @@ RULES = {
          "python_venv_pip_find_links, python_venv_pip_ca_bundle, python_venv_pip_no_index",
          "http(s)/file URLs (find-links also absolute paths); the CA bundle exists on the controller; no_index needs "
          "find_links"),
+        (python_venv_packages, "python_venv_python_version, python_venv_apt_cache_valid_time", PACKAGES_DEMAND),
     ],
     "vllm_build": [
         (vllm_build_source, "vllm_build_method, vllm_build_git_repo, vllm_build_git_ref, vllm_build_sdist, "

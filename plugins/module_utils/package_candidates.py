@@ -67,7 +67,12 @@ def not_installed(requested, installed):
 
 
 def apt_lists_age(lists_dir, now):
-    """Seconds since the newest package list in `lists_dir` was fetched; None when there is none."""
+    """Seconds since apt last wrote a package list in `lists_dir`; None when there is none.
+
+    The time is the lists' inode change time: apt sets a fetched list's modification time to the
+    server's Last-Modified, which for a stable release's index can be weeks old right after an
+    `apt-get update`, while writing (or re-dating) the file changes its ctime to when it happened.
+    """
     newest = None
     try:
         entries = os.listdir(lists_dir)
@@ -75,8 +80,8 @@ def apt_lists_age(lists_dir, now):
         return None
     for entry in entries:
         if "_Packages" in entry or entry.endswith("Release"):
-            mtime = os.stat(os.path.join(lists_dir, entry)).st_mtime
-            newest = mtime if newest is None else max(newest, mtime)
+            changed = os.stat(os.path.join(lists_dir, entry)).st_ctime
+            newest = changed if newest is None else max(newest, changed)
     return None if newest is None else max(0.0, now - newest)
 
 

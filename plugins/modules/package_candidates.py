@@ -18,6 +18,10 @@ description:
   - The local package database (dpkg or rpm) answers for installed packages; the repositories are
     only asked about the others, so a host that already has everything is not queried (nor its
     package lists refreshed) at all.
+  - Several runs on one host at once (inventory aliases of one machine, two playbooks) do not collide
+    on apt's lock, nor refresh the lists twice; each holds a lock on apt's lists directory (flock, no
+    file is created) while it decides whether to refresh and refreshes (exclusive), and while it asks
+    C(apt-cache) (shared). apt-get does not wait for its own lock, so two refreshes at once would fail.
 options:
   names:
     description: Package names to look up.
@@ -76,6 +80,15 @@ cache_updated:
   returned: always
   type: bool
   sample: false
+lists_age:
+  description:
+    - apt only, when some package is not installed. Seconds since apt last wrote a package list
+      (after the refresh, if there was one); V(null) when the host has no package lists at all (a
+      fresh container or image before its first C(apt-get update)), so apt knows only installed
+      packages and every other name is missing.
+  returned: when the apt repositories were asked
+  type: float
+  sample: 1200.5
 manager:
   description: The package manager that was asked.
   returned: always
@@ -83,6 +96,8 @@ manager:
   sample: apt
 """
 
+import fcntl
+import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -100,9 +115,21 @@ APT_LISTS = "/var/lib/apt/lists"
 RPM_FORMAT = "%{name}\t%{evr}\n"
 
 
+def _lock_apt_lists(exclusive):
+    """A lock on apt's lists directory among this module's runs on the host (released when the
+    descriptor closes); None when there is no such directory."""
+    try:
+        descriptor = os.open(APT_LISTS, os.O_RDONLY)
+    except OSError:
+        return None
+    fcntl.flock(descriptor, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    return descriptor
+
+
 def _refresh_apt(module, valid_time):
     if valid_time <= 0:
         return False
+    # Decided under the lock: a run that waited for another's refresh finds the lists fresh.
     age = apt_lists_age(APT_LISTS, time.time())
     if age is not None and age < valid_time:
         return False
@@ -167,12 +194,23 @@ def main():
     pending = not_installed(names, installed)
     cache_updated = False
     candidates = {}
-    if pending:
-        if manager == "apt":
+    answer = {}
+    if pending and manager == "apt":
+        lock = _lock_apt_lists(exclusive=module.params["cache_valid_time"] > 0)
+        try:
             cache_updated = _refresh_apt(module, module.params["cache_valid_time"])
-        candidates = (_candidates_apt if manager == "apt" else _candidates_dnf)(module, pending)
+            if lock is not None:
+                fcntl.flock(lock, fcntl.LOCK_SH)  # the queries of other runs go on beside this one
+            candidates = _candidates_apt(module, pending)
+            answer["lists_age"] = apt_lists_age(APT_LISTS, time.time())
+        finally:
+            if lock is not None:
+                os.close(lock)
+    elif pending:
+        candidates = _candidates_dnf(module, pending)
     packages, missing = summarize(names, candidates, installed)
-    module.exit_json(changed=False, packages=packages, missing=missing, manager=manager, cache_updated=cache_updated)
+    module.exit_json(changed=False, packages=packages, missing=missing, manager=manager, cache_updated=cache_updated,
+                     **answer)
 
 
 if __name__ == "__main__":

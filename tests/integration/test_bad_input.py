@@ -19,19 +19,22 @@ SERVE = {"vllm_serve_model": "/srv/models/m", "vllm_serve_preload_tcmalloc": Fal
          "vllm_serve_instances": [{"name": "main", "model_weights_gib": 1}]}
 
 # Every variable's rules run in site.yml's preflight (test_preflight_matrix.py, 100+ cases on one fresh
-# host). Here: each role refuses bad input on its own when it runs alone (one case each, through the
-# same input_check), and what only a role can see on the host: packages the repositories lack, the
-# tcmalloc the role before it publishes, a venv or vLLM that is not there yet.
+# host, packages the host's sources lack among them). Here: each role refuses bad input on its own when
+# it runs alone (through the same input_check, which asks the package manager too), and what only a
+# role can see on the host: the tcmalloc the role before it publishes, a venv or vLLM that is not there yet.
 CASES = [
     # role, extra vars, words the error must contain
     ("build_deps", {"build_deps_python_version": "3.9"},
      ["build_deps_python_version: must be 3.10 or newer (vLLM's CPU backend) (got '3.9')"]),
-    ("build_deps", {"build_deps_python_version": "3.99"}, ["build_deps_python_version", "python3.99-dev"]),
-    ("build_deps", {"build_deps_extra_packages": ["no-such-package-xyz"]}, ["no-such-package-xyz", "build_deps_extra_packages"]),
+    ("build_deps", {"build_deps_python_version": "3.99"},
+     ["build_deps_python_version: Python 3.99 is not installable here", "no package source of this host has python3.99-dev"]),
+    ("build_deps", {"build_deps_extra_packages": ["no-such-package-xyz"]},
+     ["build_deps_extra_packages: no package source of this host has no-such-package-xyz"]),
     # A role run alone gets Ansible's own argument spec check first (its wording); the preflight
     # play words the same problem as one line (test_preflight_matrix.py).
     ("tcmalloc", {"tcmalloc_variant": "huge"}, ["tcmalloc_variant must be one of: minimal, full, got: huge"]),
-    ("python_venv", {"python_venv_python_version": "3.99"}, ["python_venv_python_version", "3.99", "not available"]),
+    ("python_venv", {"python_venv_python_version": "3.99"},
+     ["python_venv_python_version: Python 3.99 is not installable here", "python3.99, python3.99-venv"]),
     ("python_venv", {"python_venv_pip_index_url": "ftp://user:%s@mirror.example/simple" % SECRET},
      ["python_venv_pip_index_url: must be an http://, https:// or file:// URL"]),
     ("vllm_serve", dict(SERVE, vllm_serve_host="0.0.0.0"),

@@ -30,6 +30,8 @@ CASES = [
     # build_deps
     ({"build_deps_python_version": "3.9"}, "build_deps_python_version"),
     ({"build_deps_python_version": "three"}, "build_deps_python_version"),
+    # Well formed, but Debian 12's package sources have no python3.12-dev.
+    ({"build_deps_python_version": "3.12"}, "build_deps_python_version"),
     ({"build_deps_compiler_min_version": "twelve"}, "build_deps_compiler_min_version"),
     ({"build_deps_cmake_min_version": "3.x"}, "build_deps_cmake_min_version"),
     ({"build_deps_compiler_floor_policy": "sometimes"}, "build_deps_compiler_floor_policy"),
@@ -37,6 +39,8 @@ CASES = [
     ({"build_deps_rust_enabled": "maybe"}, "build_deps_rust_enabled"),
     ({"build_deps_rust_enabled": True}, "build_deps_rust_enabled"),
     ({"build_deps_extra_packages": {"gdb": True}}, "build_deps_extra_packages"),
+    ({"build_deps_extra_packages": ["gdb", "--allow-unauthenticated"]}, "build_deps_extra_packages[1]"),
+    ({"build_deps_extra_packages": ["gdb", "no-such-package-xyz"]}, "build_deps_extra_packages"),
     ({"build_deps_apt_cache_valid_time": "soon"}, "build_deps_apt_cache_valid_time"),
     # tcmalloc
     ({"tcmalloc_variant": "huge"}, "tcmalloc_variant"),
@@ -44,6 +48,8 @@ CASES = [
     # python_venv
     ({"python_venv_python_version": "3.9"}, "python_venv_python_version"),
     ({"python_venv_python_version": "3"}, "python_venv_python_version"),
+    # The issue's case: Debian 12 offers Python 3.11 only.
+    ({"python_venv_python_version": "3.13"}, "python_venv_python_version"),
     ({"python_venv_path": "/"}, "python_venv_path"),
     ({"python_venv_path": "relative/venv"}, "python_venv_path"),
     ({"python_venv_path": "/var/lib/vllm"}, "python_venv_path"),

@@ -2,7 +2,8 @@
 
 `python3 tests/unit/input_rules_doc.py --write` (or `make golden`) rewrites the file from
 plugins/module_utils/input_rules.py (RULES: what each rule reads and demands) and from the cases in
-bad_inputs.py run through the rules on a Debian 12 host with a published Altra's CPUs and memory.
+bad_inputs.py run through the rules on a Debian 12 host with a published Altra's CPUs and memory,
+whose package sources answer as a real Debian 12's did (samples/packages/).
 test_input_rules.py fails while the file differs from what the code produces now.
 """
 
@@ -17,6 +18,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 UNIT_DIR = Path(__file__).resolve().parent
+DEBIAN12_APT_POLICY = UNIT_DIR / "samples" / "packages" / "debian12-apt-cache-policy.txt"
 REPO_ROOT = UNIT_DIR.parents[1]
 DOCS = REPO_ROOT / "docs" / "input-rules.md"
 # The roles site.yml's preflight play checks (its default list).
@@ -33,6 +35,19 @@ runs alone. Types, choices and list elements come from the roles' argument specs
 `plugins/module_utils/input_rules.py`. A problem is one line:
 `<variable>: <what is wrong> (got <value>); <what to do>`. Secrets (the API key, `no_log` options, URL
 credentials) never appear in a message.
+
+The OS packages build_deps, tcmalloc and python_venv would install (their `vars/<os>.yml`, the Python
+version, the Rust option, `build_deps_extra_packages`, the tcmalloc variant) are asked of each host's
+package manager, once per host, by the module `arm_inference.vllm.package_candidates`: installed
+(dpkg or rpm), or installable from the host's package sources (`apt-cache policy`, `dnf repoquery`).
+apt can only answer from the package lists the host has, so when they are older than the shortest
+`*_apt_cache_valid_time` of the roles checked (3600 s by default), or missing, as on a fresh container
+or image before its first `apt-get update`, the check runs `apt-get update` first: the refresh the
+first role would make before installing anyway, made earlier so that the check sees what the install
+will. It rewrites apt's cache of what the sources offer, not any installed package or configuration,
+and is not reported as a change. With every `*_apt_cache_valid_time` at 0 nothing is refreshed and the
+check judges on the lists the host has; a host without any is then refused, saying so. Runs on one host
+at once (inventory aliases of one machine) take turns for the refresh and do not collide on apt's lock.
 """
 
 
@@ -50,19 +65,48 @@ def imports():
     return published_samples, host_facts, input_rules
 
 
+def debian12_package_sources():
+    """What a Debian 12 host's package sources offer: {name: {installed, candidate}} from the sample."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.package_candidates import parse_apt_policy
+    return parse_apt_policy(DEBIAN12_APT_POLICY.read_text())
+
+
+def ask_packages(roles, variables, host, sources):
+    """host["packages"] as the input_check action builds it, with `sources` ({name: {installed,
+    candidate}}, parsed apt-cache policy output) answering for the host's package manager."""
+    from ansible_collections.arm_inference.vllm.plugins.action.input_check import package_vars
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.package_candidates import summarize
+
+    dummy, dummy, input_rules = imports()
+    requests = {}
+    for role in roles:
+        if role in input_rules.PACKAGE_ROLES:
+            written, rendered = package_vars(role, host["platform_key"], input_rules.template_values(
+                role, variables, host), Templar(loader=DataLoader()))
+            requests[role] = input_rules.role_packages(role, variables, host, written, rendered)
+    names = list(dict.fromkeys(name for pairs in requests.values() for name, dummy in pairs))
+    packages, missing = summarize(names, {name: entry["candidate"] for name, entry in sources.items()},
+                                  {name: entry["installed"] for name, entry in sources.items() if entry["installed"]})
+    answer = {"packages": packages, "missing": missing, "manager": "apt", "cache_updated": False, "lists_age": 60.0}
+    lists = input_rules.package_lists_refresh(list(requests), variables)
+    return {"requests": requests, "answer": answer, "lists": lists}
+
+
 def specs(roles):
     return {role: yaml.safe_load((REPO_ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
             ["argument_specs"]["main"]["options"] for role in roles}
 
 
 def debian12_altra():
-    """A Debian 12 host (GCC 12.2, no rustup package) with a published Altra's CPUs and memory."""
+    """A Debian 12 host (GCC 12.2, no rustup package) with a published Altra's CPUs and memory, whose
+    package sources offer what a real Debian 12's do (problems() asks them for each inventory)."""
     samples, host_facts, input_rules = imports()
     return {"platform_key": "Debian-12", "architecture": "aarch64", "default_python": "3.11",
             "compiler_version": "12.2", "rustup_packaged": False, "build_root_free_bytes": 200 * input_rules.GIB,
             "facts": host_facts.build_host_facts(samples.load_sample("altra-q80-1p")),
             # The valid inventory's model, which vllm_model places later in the run.
-            "pending_models": ["tiny"]}
+            "pending_models": ["tiny"],
+            "package_sources": debian12_package_sources()}
 
 
 def problems(inventory, host, roles=SITE_ROLES):
@@ -80,6 +124,8 @@ def problems(inventory, host, roles=SITE_ROLES):
     variables, errors = input_rules.check_specs(role_specs, values)
     if errors:
         return [("argument spec", str(error)) for error in errors]
+    if "package_sources" in host and set(roles) & set(input_rules.PACKAGE_ROLES):
+        host = dict(host, packages=ask_packages(roles, variables, host, host["package_sources"]))
     return [("%s()" % rule.__name__, str(error)) for role in roles for rule, dummy, dummy in input_rules.RULES[role]
             for error in rule(variables, host)]
 

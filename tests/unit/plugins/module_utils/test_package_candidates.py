@@ -84,16 +84,21 @@ def test_installed_but_no_longer_in_repositories_counts_as_available():
     assert packages["gcc-12"]["available"] is True
 
 
-def test_apt_lists_age_uses_the_newest_list(tmp_path):
+def test_apt_lists_age_is_when_apt_last_wrote_a_list_not_the_servers_date(tmp_path):
+    """apt dates a fetched list by the server's Last-Modified (weeks back for a stable release's
+    index); the age counts from when the host wrote it (its ctime), and files other than lists
+    (the lock apt-get touches on every run) do not count."""
     lists = tmp_path / "lists"
     lists.mkdir()
-    old = lists / "deb.debian.org_debian_dists_bookworm_main_binary-arm64_Packages"
-    new = lists / "deb.debian.org_debian_dists_bookworm_InRelease"
-    ignored = lists / "lock"
-    for path, mtime in [(old, 1000.0), (new, 5000.0), (ignored, 9000.0)]:
+    packages = lists / "deb.debian.org_debian_dists_bookworm_main_binary-arm64_Packages"
+    release = lists / "deb.debian.org_debian_dists_bookworm_InRelease"
+    for path in (packages, release):
         path.write_text("")
-        os.utime(path, (mtime, mtime))
-    assert apt_lists_age(str(lists), now=5600.0) == 600.0
+        os.utime(path, (1000.0, 1000.0))
+    written = max(os.stat(path).st_ctime for path in (packages, release))
+    (lists / "lock").write_text("")
+    assert apt_lists_age(str(lists), now=written + 600.0) == 600.0
+    assert apt_lists_age(str(lists), now=written - 5.0) == 0.0
 
 
 def test_apt_lists_age_is_none_without_lists(tmp_path):
