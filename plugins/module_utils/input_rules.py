@@ -710,6 +710,14 @@ PACKAGES_DEMAND = ("every OS package the role installs (its vars/<os>.yml, and t
                    "installable from the host's package sources; apt's lists are refreshed first when older than the "
                    "shortest *_apt_cache_valid_time of the roles checked, as the first role would")
 
+# What vllm_serve_units() reads; the gateway's rule reads it too (the units it fronts).
+SERVE_UNITS_READS = ("vllm_serve_instances, vllm_serve_model, vllm_serve_served_model_name, vllm_serve_host, "
+                     "vllm_serve_port, vllm_serve_max_model_len, vllm_serve_max_num_batched_tokens, vllm_serve_max_num_seqs, "
+                     "vllm_serve_block_size, vllm_serve_extra_args, vllm_serve_environment, vllm_serve_reserved_cpus_per_rank, "
+                     "vllm_serve_kv_cache_min_gib, vllm_serve_memory_headroom_gib, vllm_serve_offline, "
+                     "vllm_serve_trust_remote_code, vllm_serve_api_key, vllm_serve_api_key_file, vllm_serve_api_key_transport, "
+                     "vllm_serve_allow_unauthenticated_remote, vllm_model_models (the models it may name)")
+
 # role -> [(rule function, variables it reads, what it demands)]
 RULES = {
     "build_deps": [
@@ -761,12 +769,7 @@ RULES = {
          "non-root accounts, >= 1 s, >= 1, a systemd time span, >= 5 s, >= 1024, a release number, an absolute path"),
         (vllm_serve_api_key, "vllm_serve_api_key, vllm_serve_api_key_file",
          "one of the two; a key of printable characters; an absolute key file path"),
-        (vllm_serve_units, "vllm_serve_instances, vllm_serve_model, vllm_serve_served_model_name, vllm_serve_host, "
-         "vllm_serve_port, vllm_serve_max_model_len, vllm_serve_max_num_batched_tokens, vllm_serve_max_num_seqs, "
-         "vllm_serve_block_size, vllm_serve_extra_args, vllm_serve_environment, vllm_serve_reserved_cpus_per_rank, "
-         "vllm_serve_kv_cache_min_gib, vllm_serve_memory_headroom_gib, vllm_serve_offline, "
-         "vllm_serve_trust_remote_code, vllm_serve_api_key, vllm_serve_api_key_file, vllm_serve_api_key_transport, "
-         "vllm_serve_allow_unauthenticated_remote, vllm_model_models (the models it may name)",
+        (vllm_serve_units, SERVE_UNITS_READS,
          "every unit the host would get can be computed: a model per instance, unique names and ports, a bind "
          "address (non-loopback only with an API key), no flag or variable the role manages, "
          "--trust-remote-code only through vllm_serve_trust_remote_code, CPU binds and KV cache that fit the "
@@ -783,7 +786,7 @@ RULES = {
          "vllm_gateway_api_keys, vllm_gateway_tls_certificate, vllm_gateway_tls_key, vllm_gateway_tls_source, "
          "vllm_gateway_routes, vllm_gateway_metrics_port, vllm_gateway_metrics_allow, "
          "vllm_gateway_rate_limit_per_minute, vllm_gateway_max_request_mib, vllm_gateway_timeout, "
-         "vllm_gateway_max_connections, vllm_serve_instances and vllm_serve_host (the instances it fronts)",
+         "vllm_gateway_max_connections; for the instances it fronts: " + SERVE_UNITS_READS,
          "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
          "without spaces; both or neither of certificate and key (controller files exist); CIDR metrics networks; "
          "absolute routes, none of vLLM's private ones; ports that are not an instance's or each other's; instances "

@@ -11,6 +11,9 @@ ROLE_VARS = {
     "build_deps": {"build_deps_compiler_floor_policy": "warn"},
     "tcmalloc": {},
     "python_venv": {"python_venv_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt"},
+    # The gateway alone on a host vllm_serve has not reached: its rules see the instance it would front.
+    "vllm_gateway": {"vllm_serve_model": "/srv/models/m", "vllm_serve_instances": [{"name": "main", "model_weights_gib": 1}],
+                     "vllm_gateway_api_keys": [{"name": "ops", "key": "g" * 32}]},
 }
 
 
