@@ -27,7 +27,8 @@ ROUTE = re.compile(r"^/[A-Za-z0-9._~/-]*$")
 # tokenizer, server internals or control the engine.
 PRIVATE_ROUTES = ("/metrics", "/tokenize", "/detokenize", "/version", "/docs", "/redoc", "/openapi.json",
                   "/load", "/ping", "/server_info", "/reset_prefix_cache", "/sleep", "/wake_up", "/collective_rpc",
-                  "/start_profile", "/stop_profile", "/scale_elastic_ep", "/is_sleeping")
+                  "/start_profile", "/stop_profile", "/scale_elastic_ep", "/is_sleeping", "/reset_mm_cache",
+                  "/v1/load_lora_adapter", "/v1/unload_lora_adapter")
 # The gateway answers /health itself (from its health checks), so it is never forwarded.
 HEALTH_ROUTE = "/health"
 METRICS_PATH = "/instances/%s/metrics"
@@ -84,9 +85,10 @@ def key_problems(keys, variable="vllm_gateway_api_keys"):
         if not isinstance(key, str) or not key:
             problems.append(_problem(where + ".key", "is empty", None,
                                      "set a random key, e.g. from `openssl rand -hex 32`", show_got=False))
-        elif not KEY_TEXT.match(key):
-            problems.append(_problem(where + ".key", "contains spaces or control characters", None,
-                                     "use printable ASCII without spaces", show_got=False))
+        elif not KEY_TEXT.match(key) or key.startswith("#"):
+            problems.append(_problem(where + ".key", "contains spaces or control characters, or starts with #", None,
+                                     "use printable ASCII without spaces (a leading # would make it a comment in the "
+                                     "key map)", show_got=False))
         elif len(key) < KEY_MIN_LENGTH:
             problems.append(_problem(where + ".key", "is shorter than %d characters" % KEY_MIN_LENGTH, None,
                                      "use a random key, e.g. from `openssl rand -hex 32`", show_got=False))
@@ -138,8 +140,8 @@ def tls_problems(certificate, key, source, controller_exists=None):
     for variable, path in (("vllm_gateway_tls_certificate", certificate), ("vllm_gateway_tls_key", key)):
         if not path:
             continue
-        if not str(path).startswith("/") and source == "host":
-            problems.append(_problem(variable, "must be an absolute path on the host", path,
+        if not str(path).startswith("/"):
+            problems.append(_problem(variable, "must be an absolute path (on the %s)" % source, path,
                                      "give the file's full path"))
         elif source == "controller" and controller_exists is not None and not controller_exists(path):
             problems.append(_problem(variable, "does not exist on the controller", path,
@@ -179,10 +181,8 @@ def instance_problems(units, settings):
 
 
 def _served_model(unit):
-    arguments = unit.get("arguments") or []
-    if "--served-model-name" in arguments:
-        return arguments[arguments.index("--served-model-name") + 1]
-    return unit.get("model", "")
+    """The model clients ask the instance for (vllm_serve's endpoint carries it)."""
+    return unit["endpoint"]["model"]
 
 
 def problems(settings, units, controller_exists=None):
@@ -231,22 +231,23 @@ def gateway_config(endpoints, settings):
         parts = urlsplit(endpoint["base_url"])
         if parts.scheme != "http" or not parts.hostname or not parts.port:
             raise GatewayError("vllm_gateway: the endpoint %s in vllm_serve's endpoints file has no http://host:port "
-                               "base URL (got %s); re-run the vllm_serve role" % (endpoint.get("name"),
-                                                                                   endpoint["base_url"]))
+                               "base URL (got %s); re-run the vllm_serve role"
+                               % (endpoint.get("name"), endpoint["base_url"]))
         servers.append({"name": endpoint["name"], "address": _listen(parts.hostname, parts.port),
                         "model": endpoint.get("model", ""), "metrics_path": METRICS_PATH % endpoint["name"]})
     return {
-        "public_bind": _listen(settings["address"], settings["port"]),
-        "metrics_bind": _listen(settings["address"], settings["metrics_port"]),
+        "public_bind": _listen(settings["address"], int(settings["port"])),
+        "metrics_bind": _listen(settings["address"], int(settings["metrics_port"])),
         "metrics_allow": [str(ipaddress.ip_network(str(network), strict=False))
                           for network in settings.get("metrics_allow") or []],
         "servers": servers,
-        "max_request_bytes": settings["max_request_mib"] * 1024 * 1024,
-        "rate_limit_per_minute": settings["rate_limit_per_minute"],
-        "timeout": settings["timeout"],
-        "max_connections": settings["max_connections"],
+        "max_request_bytes": int(settings["max_request_mib"]) * 1024 * 1024,
+        "rate_limit_per_minute": int(settings["rate_limit_per_minute"]),
+        "timeout": int(settings["timeout"]),
+        "max_connections": int(settings["max_connections"]),
+        "health_route": HEALTH_ROUTE,
         # Each proxied connection holds two descriptors (client and server), plus listeners, checks and logs.
-        "limit_nofile": 2 * settings["max_connections"] + 1024,
+        "limit_nofile": 2 * int(settings["max_connections"]) + 1024,
     }
 
 
@@ -261,7 +262,7 @@ def gateway_endpoint(settings, ca_file, probe_key_file):
     """The gateway as one endpoint in vllm_serve's endpoints format, for clients on the host
     (vllm_chat_load): its loopback address, the probe key and the certificate to check."""
     address = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings["address"], settings["address"])
-    return {"name": "gateway", "base_url": "https://%s" % _listen(address, settings["port"]),
+    return {"name": "gateway", "base_url": "https://%s" % _listen(address, int(settings["port"])),
             "api_key_file": probe_key_file, "ca_file": ca_file or "", "tls_verify": bool(ca_file)}
 
 
@@ -283,14 +284,17 @@ def certificate_names(names, addresses):
     return ",".join(entries)
 
 
-def file_sd_targets(hosts):
+def file_sd_targets(hosts, existing=None):
     """Prometheus file_sd groups: one per instance on every host's metrics listener.
 
     hosts: [{host, address, metrics_port, hardware_class, endpoints}] where endpoints is vllm_serve's
-    list for that host.
+    list for that host. existing: the groups the file holds now; those of hosts this run did not
+    describe (a --limit, a host that failed earlier) are kept, so a partial run never drops them.
     """
-    groups = []
-    for host in sorted(hosts, key=lambda item: item["host"]):
+    described = {host["host"] for host in hosts}
+    groups = [group for group in existing or [] if isinstance(group, dict)
+              and group.get("labels", {}).get("host") not in described]
+    for host in hosts:
         for endpoint in host["endpoints"]:
             groups.append({
                 "targets": [_listen(str(host["address"]), int(host["metrics_port"]))],
@@ -303,4 +307,4 @@ def file_sd_targets(hosts):
                     "hardware_class": host.get("hardware_class") or "unknown",
                 },
             })
-    return groups
+    return sorted(groups, key=lambda group: (group["labels"].get("host", ""), group["labels"].get("vllm_instance", "")))

@@ -172,3 +172,16 @@ def test_serve_again_changes_nothing_and_keeps_the_gateway_running(host):
     recap = re.sub(r"\x1b\[[0-9;]*m", "", output)
     assert re.search(r"debian12-amd64-engine\s*: ok=\d+\s+changed=0 ", recap), output[-3000:]
     assert host.check_output("systemctl show -P MainPID haproxy.service; md5sum /etc/haproxy/haproxy.cfg") == before
+
+
+def test_turning_the_gateway_off_stops_it_and_removes_its_keys(host):
+    """Last: serve.yml with vllm_gateway_enabled=false leaves no door open with the old keys."""
+    returncode, output = run_playbook("arm_inference.vllm.serve", "vllm_gateway_enabled=false")
+    assert returncode == 0, output[-3000:]
+    assert host.run("systemctl is-active haproxy.service").stdout.strip() == "inactive"
+    assert not host.file("/etc/haproxy/vllm-gateway").exists
+    assert not host.file("/etc/systemd/system/haproxy.service.d/arm-inference-hardening.conf").exists
+    path = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "inventory", "vllm-metrics-targets.json")
+    assert json.load(open(path, encoding="utf-8")) == []
+    # The instances still serve, on 127.0.0.1 only.
+    assert host.run("%s -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health')\"" % PYTHON).rc == 0

@@ -5,7 +5,7 @@ from ansible.errors import AnsibleFilterError
 
 import published_samples
 from ansible_collections.arm_inference.vllm.plugins.filter import (vllm_benchmark, vllm_build, vllm_gateway, vllm_model,
-                                                              vllm_serve)
+                                                                   vllm_serve)
 from ansible_collections.arm_inference.vllm.plugins.filter.vllm_tuning import FilterModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 

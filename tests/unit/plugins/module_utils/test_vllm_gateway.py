@@ -40,7 +40,10 @@ def test_the_configuration_lists_every_instance_vllm_serve_wrote(altra):
     assert config["public_bind"] == "0.0.0.0:8443" and config["metrics_bind"] == "0.0.0.0:9180"
     # A host address in a network entry is widened to its network, as HAProxy's src match would read it.
     assert config["metrics_allow"] == ["10.0.0.0/8"]
-    assert config["max_request_bytes"] == 16 * 1024 * 1024
+    assert config["max_request_bytes"] == 16 * 1024 * 1024 and config["health_route"] == "/health"
+    # Extra vars (-e) arrive as strings; the configuration still holds numbers.
+    as_strings = vllm_gateway.gateway_config(endpoints, dict(SETTINGS, port="9443", max_request_mib="2"))
+    assert as_strings["public_bind"] == "0.0.0.0:9443" and as_strings["max_request_bytes"] == 2 * 1024 * 1024
     assert vllm_gateway.gateway_config(endpoints, dict(SETTINGS, address="::"))["public_bind"] == "[::]:8443"
 
 
@@ -63,18 +66,25 @@ def test_keys_are_checked_without_ever_showing_one():
         "vllm_gateway_api_keys[2].name: is already used by vllm_gateway_api_keys[0] (got 'a'); give every key its own "
         "name (it is what the logs and rate limits show)",
         "vllm_gateway_api_keys[2].key: is shorter than 16 characters; use a random key, e.g. from `openssl rand -hex 32`",
-        "vllm_gateway_api_keys[3].key: contains spaces or control characters; use printable ASCII without spaces",
+        "vllm_gateway_api_keys[3].key: contains spaces or control characters, or starts with #; use printable ASCII "
+        "without spaces (a leading # would make it a comment in the key map)",
     ]
     assert all(secret not in line for line in lines)
+    assert _messages({"api_keys": [{"name": "a", "key": "#" + "x" * 30}]})[0].startswith(
+        "vllm_gateway_api_keys[0].key: contains spaces or control characters, or starts with #")
 
 
 def test_a_certificate_needs_its_key_and_controller_files_must_exist():
     assert _messages({"tls_certificate": "/etc/ssl/gw.crt", "tls_source": "host"}) == [
         "vllm_gateway_tls_key: is empty while vllm_gateway_tls_certificate is set (got ''); give both the certificate "
         "and its key, or neither for a self-signed pair made on each host"]
-    missing = vllm_gateway.problems(dict(SETTINGS, tls_certificate="a.crt", tls_key="a.key"), [],
-                                    controller_exists=lambda path: path == "a.key")
+    missing = vllm_gateway.problems(dict(SETTINGS, tls_certificate="/pki/a.crt", tls_key="/pki/a.key"), [],
+                                    controller_exists=lambda path: path == "/pki/a.key")
     assert [variable for variable, _message in missing] == ["vllm_gateway_tls_certificate"]
+    # A relative path would be looked up in the collection's own directories, not where the operator is.
+    assert _messages({"tls_certificate": "files/gw.crt", "tls_key": "/pki/a.key"})[0] == (
+        "vllm_gateway_tls_certificate: must be an absolute path (on the controller) (got 'files/gw.crt'); give the "
+        "file's full path")
 
 
 def test_ports_binds_and_models_are_checked_against_the_instances(altra):
@@ -92,6 +102,7 @@ def test_ports_binds_and_models_are_checked_against_the_instances(altra):
     ([], "vllm_gateway_routes: is empty"),
     (["/metrics"], "vllm_gateway_routes[0]: must not be public (got '/metrics'); remove it (metrics are on"),
     (["/tokenize/"], "vllm_gateway_routes[0]: must not be public"),
+    (["/v1/load_lora_adapter"], "vllm_gateway_routes[0]: must not be public"),
     (["/health"], "vllm_gateway_routes[0]: is answered by the gateway itself"),
     (["/v1/../metrics"], "vllm_gateway_routes[0]: must be an absolute URL path"),
     (["/v1/chat completions"], "vllm_gateway_routes[0]: must be an absolute URL path"),
@@ -140,3 +151,12 @@ def test_file_sd_groups_one_target_per_instance_with_labels():
     assert groups[0]["labels"] == {"__metrics_path__": "/instances/node0/metrics", "host": "gw1",
                                    "instance": "gw1/node0", "vllm_instance": "node0", "model": "llama",
                                    "hardware_class": "unknown"}
+
+
+def test_file_sd_keeps_the_hosts_a_run_did_not_describe():
+    old = vllm_gateway.file_sd_targets([{"host": h, "address": h, "metrics_port": 9180, "hardware_class": "x",
+                                         "endpoints": [{"name": "main", "model": "old"}]} for h in ("gw1", "gw2")])
+    # serve.yml --limit gw2 with a new model: gw1's target stays, gw2's is replaced.
+    new = vllm_gateway.file_sd_targets([{"host": "gw2", "address": "gw2", "metrics_port": 9180, "hardware_class": "x",
+                                         "endpoints": [{"name": "main", "model": "new"}]}], old)
+    assert [(group["labels"]["host"], group["labels"]["model"]) for group in new] == [("gw1", "old"), ("gw2", "new")]
