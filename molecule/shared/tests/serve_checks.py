@@ -3,6 +3,7 @@ the real vLLM; test_rolling_update.py: three hosts)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -32,3 +33,12 @@ def run_playbook(playbook, *extra_vars):
         command += ["-e", extra]
     run = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
     return run.returncode, run.stdout + run.stderr
+
+
+def write_report(name, figures):
+    """Figures for the closing notes: .cache/reports/<name>.json, printed by `make molecule` after the
+    scenarios (they are not asserted; a 2-core CI machine is noisy)."""
+    reports = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "reports")
+    os.makedirs(reports, exist_ok=True)
+    with open(os.path.join(reports, name + ".json"), "w", encoding="utf-8") as handle:
+        json.dump(figures, handle)

@@ -11,12 +11,11 @@ not asserted, since a 2-core CI machine is noisy.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 import test_site
-from serve_checks import only_in_scenario, places_without_the_key, run_playbook
+from serve_checks import only_in_scenario, places_without_the_key, run_playbook, write_report
 
 testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as the site tests
 
@@ -68,12 +67,7 @@ print(json.dumps(result))
 def client_result(host):
     output = host.check_output("%s - <<'EOF'\n%sEOF" % (PYTHON, CLIENT))
     result = json.loads(output.strip().splitlines()[-1])
-    # Figures for the notes, printed by `make molecule` after the scenarios.
-    reports = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.path.dirname(__file__) + "/../../.."),
-                           ".cache", "reports")
-    os.makedirs(reports, exist_ok=True)
-    with open(os.path.join(reports, "engine-client.json"), "w", encoding="utf-8") as handle:
-        json.dump(result, handle)
+    write_report("engine-client", result)
     return result
 
 
@@ -162,8 +156,4 @@ def test_smoke_playbook_reports_every_request_and_its_latencies(host, tmp_path):
     markdown = reports[0].with_name("report.md").read_text()
     assert "| debian12-amd64-engine | gateway | tiny-llama | 8 | 8/8 |" in markdown, markdown
     assert key not in reports[0].read_text() + markdown
-    # Figures for the notes, printed by `make molecule` after the scenarios.
-    reports_dir = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "reports")
-    os.makedirs(reports_dir, exist_ok=True)
-    with open(os.path.join(reports_dir, "engine-smoke.json"), "w", encoding="utf-8") as handle:
-        json.dump(level, handle)
+    write_report("engine-smoke", level)

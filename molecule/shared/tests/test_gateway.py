@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 import test_site
-from serve_checks import only_in_scenario, run_playbook
+from serve_checks import only_in_scenario, run_playbook, write_report
 
 testinfra_hosts = test_site.testinfra_hosts
 
@@ -79,10 +79,7 @@ def gateway_result(host):
     result = json.loads(output.strip().splitlines()[-1])
     result["marker"] = marker
     result["served"] = {name: _requests_served(host, name) - before[name] for name in INSTANCES}
-    reports = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "reports")
-    os.makedirs(reports, exist_ok=True)
-    with open(os.path.join(reports, "engine-gateway.json"), "w", encoding="utf-8") as handle:
-        json.dump(result, handle)
+    write_report("engine-gateway", result)
     return result
 
 
@@ -145,10 +142,7 @@ def test_the_sandboxed_unit_scores_and_is_in_force(host):
     analysis = host.check_output("systemd-analyze security haproxy.service --no-pager")
     score = float(re.search(r"Overall exposure level for haproxy.service: ([0-9.]+)", analysis).group(1))
     print("haproxy.service exposure score:", score)
-    reports = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "reports")
-    os.makedirs(reports, exist_ok=True)
-    with open(os.path.join(reports, "engine-gateway-exposure.json"), "w", encoding="utf-8") as handle:
-        json.dump({"haproxy.service": score}, handle)
+    write_report("engine-gateway-exposure", {"haproxy.service": score})
     assert score <= 4.0, analysis
     main_pid = int(host.check_output("systemctl show -P MainPID haproxy.service"))
     assert "NoNewPrivs:\t1" in host.check_output("cat /proc/%d/status" % main_pid)
