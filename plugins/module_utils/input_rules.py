@@ -685,10 +685,15 @@ def vllm_gateway_settings(variables, host):
     (their ports, binds and models). Where those cannot be computed, vllm_serve's rule says why."""
     from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_gateway
 
+    if not variables.get("vllm_gateway_enabled"):
+        return []
     units = (_serve_units(variables, host)[0] or []) if "vllm_serve_instances" in variables else []
-    settings = gateway_settings(variables)
-    return [_from_message(message, variable) for variable, message in
-            vllm_gateway.problems(settings, units, controller_exists=os.path.isfile)]
+    errors = [_from_message(message, variable) for variable, message in
+              vllm_gateway.problems(gateway_settings(variables), units, controller_exists=os.path.isfile)]
+    errors += _at_least(variables, "vllm_gateway_rate_limit_per_minute", 0)
+    errors += _at_least(variables, "vllm_gateway_max_request_mib", 1, " MiB")
+    errors += _at_least(variables, "vllm_gateway_timeout", 1, " (seconds)")
+    return errors + _at_least(variables, "vllm_gateway_max_connections", 16)
 
 
 # "vllm_serve_instances[0].model (or vllm_serve_model)", "vllm_serve_instances[1].environment.HF_HOME".

@@ -5,8 +5,8 @@
 
 gateway_config() turns the instances vllm_serve wrote into its endpoints file plus the role's
 variables into what haproxy.cfg.j2 prints (listeners, servers, routes, limits); the template adds
-no logic. problems() is the one place of the gateway's input rules (input_rules.RULES runs it in
-preflight). file_sd_targets() lists every host's metrics listener for Prometheus.
+no logic. problems() holds the gateway's own input rules; input_rules.vllm_gateway_settings() runs
+them in preflight with the integer floors every role's limits share there. file_sd_targets() lists every host's metrics listener for Prometheus.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import re
 from urllib.parse import urlsplit
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import ServeError, local_address, tcp_port
 
 KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A key is one word of printable ASCII: the map file HAProxy reads it from splits on whitespace,
@@ -42,12 +43,6 @@ class GatewayError(ValueError):
 
 def _problem(variable, problem, got=None, fix="", show_got=True):
     return (variable, input_message(variable, problem, got, fix, show_got))
-
-
-def _port_problem(value, variable):
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        return _problem(variable, "must be a TCP port from 1 to 65535", value, "pick a free port")
-    return None
 
 
 def key_problems(keys, variable="vllm_gateway_api_keys"):
@@ -154,12 +149,11 @@ def instance_problems(units, settings):
     """The gateway's ports against the instances', loopback binds, one model per host."""
     problems = []
     ports = {}
-    for variable in ("vllm_gateway_port", "vllm_gateway_metrics_port"):
-        problem = _port_problem(settings.get(variable.replace("vllm_gateway_", "")), variable)
-        if problem:
-            problems.append(problem)
-        else:
-            ports[settings[variable.replace("vllm_gateway_", "")]] = variable
+    for key in ("port", "metrics_port"):
+        try:
+            ports[tcp_port(settings.get(key), "vllm_gateway_" + key)] = "vllm_gateway_" + key
+        except ServeError as error:
+            problems.append(("vllm_gateway_" + key, str(error)))
     if settings.get("port") == settings.get("metrics_port"):
         problems.append(_problem("vllm_gateway_metrics_port", "is the same port as vllm_gateway_port",
                                  settings.get("metrics_port"), "give the metrics listener its own port"))
@@ -171,18 +165,14 @@ def instance_problems(units, settings):
             problems.append(_problem("vllm_serve_host", "lets clients bypass vllm_gateway: instance %s binds a "
                                      "non-loopback address" % unit["name"], unit["host"],
                                      "bind the instances to 127.0.0.1, or set vllm_gateway_enabled: false"))
-    models = sorted({_served_model(unit) for unit in units})
+    # The model clients ask each instance for (vllm_serve's endpoint carries it).
+    models = sorted({unit["endpoint"]["model"] for unit in units})
     if len(models) > 1:
         problems.append(_problem("vllm_serve_instances", "serve %d different models on one host, but the gateway "
                                  "balances one model per host" % len(models), ", ".join(models),
                                  "serve one model per host, or set vllm_gateway_enabled: false and route by model "
                                  "in your own proxy"))
     return problems
-
-
-def _served_model(unit):
-    """The model clients ask the instance for (vllm_serve's endpoint carries it)."""
-    return unit["endpoint"]["model"]
 
 
 def problems(settings, units, controller_exists=None):
@@ -194,12 +184,6 @@ def problems(settings, units, controller_exists=None):
     found += route_problems(settings.get("routes"))
     found += tls_problems(settings.get("tls_certificate"), settings.get("tls_key"), settings.get("tls_source"),
                           controller_exists)
-    for variable, floor, unit in (("rate_limit_per_minute", 0, ""), ("max_request_mib", 1, " MiB"),
-                                  ("timeout", 1, " s"), ("max_connections", 16, "")):
-        value = settings.get(variable)
-        if isinstance(value, bool) or not isinstance(value, int) or value < floor:
-            found.append(_problem("vllm_gateway_" + variable, "must be an integer >= %d%s" % (floor, unit), value,
-                                  "raise it"))
     try:
         ipaddress.ip_address(str(settings.get("address")))
     except ValueError:
@@ -207,13 +191,6 @@ def problems(settings, units, controller_exists=None):
                               "use 0.0.0.0 for every IPv4 address, :: for every address, or one of the host's"))
     found += instance_problems(units or [], settings)
     return found
-
-
-def check(settings, units, controller_exists=None):
-    """Raise GatewayError with the first problem (the role's own use; preflight lists them all)."""
-    found = problems(settings, units, controller_exists)
-    if found:
-        raise GatewayError(found[0][1])
 
 
 def _listen(address, port):
@@ -261,8 +238,8 @@ def client_key_map(keys, probe_key=""):
 def gateway_endpoint(settings, ca_file, probe_key_file):
     """The gateway as one endpoint in vllm_serve's endpoints format, for clients on the host
     (vllm_chat_load): its loopback address, the probe key and the certificate to check."""
-    address = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings["address"], settings["address"])
-    return {"name": "gateway", "base_url": "https://%s" % _listen(address, int(settings["port"])),
+    base_url = "https://%s" % _listen(local_address(settings["address"]), int(settings["port"]))
+    return {"name": "gateway", "base_url": base_url,
             "api_key_file": probe_key_file, "ca_file": ca_file or "", "tls_verify": bool(ca_file)}
 
 

@@ -90,11 +90,21 @@ def _optional_positive_int(value, variable):
     return number
 
 
-def _port(value, variable):
+def tcp_port(value, variable):
+    """value as a TCP port number, or ServeError naming variable."""
     number = _optional_positive_int(value, variable)
     if number is None or number > 65535:
         _refuse(variable, "must be a TCP port between 1 and 65535", value, "pick a free port between 1 and 65535")
     return number
+
+
+def local_address(address):
+    """Where a client on the host reaches a server bound to address: the loopback of its family for a
+    wildcard bind (0.0.0.0, ::), else the address itself."""
+    address = ipaddress.ip_address(str(address))
+    if address.is_unspecified:
+        return "127.0.0.1" if address.version == 4 else "::1"
+    return str(address)
 
 
 def _bind_address(value, variable):
@@ -300,7 +310,7 @@ def serve_units(facts, instances, settings):
     if merged["api_key_transport"] not in API_KEY_TRANSPORTS:
         _refuse("vllm_serve_api_key_transport", "must be one of %s" % ", ".join(API_KEY_TRANSPORTS),
                 merged["api_key_transport"], "set it to %s" % " or ".join(API_KEY_TRANSPORTS))
-    base_port = _port(merged["port"], "vllm_serve_port")
+    base_port = tcp_port(merged["port"], "vllm_serve_port")
     units = []
     ports = {}
     names = {}
@@ -316,7 +326,7 @@ def serve_units(facts, instances, settings):
         names[name] = index
         model = models[index]
         model_argument = model.get("path") or model["id"]
-        port = _port(item["port"], variable + ".port") if item.get("port") not in (None, "") else base_port + index
+        port = tcp_port(item["port"], variable + ".port") if item.get("port") not in (None, "") else base_port + index
         if port in ports:
             _refuse(variable + ".port", "is already used by instance %s" % ports[port], port,
                     "give every instance its own port")
@@ -327,8 +337,7 @@ def serve_units(facts, instances, settings):
             _refuse(host_variable, "is reachable from other machines, but no API key is configured", str(address),
                     "set vllm_serve_api_key (or vllm_serve_api_key_file), bind 127.0.0.1, or set "
                     "vllm_serve_allow_unauthenticated_remote: true if a proxy in front does the authentication")
-        health_host = "127.0.0.1" if address.is_unspecified and address.version == 4 else (
-            "::1" if address.is_unspecified else str(address))
+        health_host = local_address(address)
         base_url = "http://%s:%d" % ("[%s]" % health_host if ":" in health_host else health_host, port)
         arguments = ["--model", model_argument]
         served = item.get("served_model_name", merged["served_model_name"])
