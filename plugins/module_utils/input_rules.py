@@ -693,6 +693,7 @@ def vllm_gateway_settings(variables, host):
     errors += _at_least(variables, "vllm_gateway_rate_limit_per_minute", 0)
     errors += _at_least(variables, "vllm_gateway_max_request_mib", 1, " MiB")
     errors += _at_least(variables, "vllm_gateway_timeout", 1, " (seconds)")
+    errors += _at_least(variables, "vllm_gateway_self_signed_days", 31, " (days: renewed with 30 left)")
     return errors + _at_least(variables, "vllm_gateway_max_connections", 16)
 
 
@@ -791,11 +792,12 @@ RULES = {
          "vllm_gateway_api_keys, vllm_gateway_tls_certificate, vllm_gateway_tls_key, vllm_gateway_tls_source, "
          "vllm_gateway_routes, vllm_gateway_metrics_port, vllm_gateway_metrics_allow, "
          "vllm_gateway_rate_limit_per_minute, vllm_gateway_max_request_mib, vllm_gateway_timeout, "
-         "vllm_gateway_max_connections; for the instances it fronts: " + SERVE_UNITS_READS,
+         "vllm_gateway_max_connections, vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
          "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
          "without spaces; both or neither of certificate and key (controller files exist); CIDR metrics networks; "
          "absolute routes, none of vLLM's private ones; ports that are not an instance's or each other's; instances "
-         "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections"),
+         "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections; a self-signed "
+         "certificate valid > 30 days"),
     ],
     "vllm_benchmark": [
         (vllm_benchmark_load, "vllm_benchmark_concurrency, vllm_benchmark_requests, vllm_benchmark_max_tokens, "
