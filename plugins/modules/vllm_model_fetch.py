@@ -337,6 +337,45 @@ class Store:
         self.state["refs"][record["requested"]] = revision
         store_rules.write_state(self.dir, self.state)
 
+    def reuse(self, revision, record, result, ref=None):
+        """A revision placed and intact: nothing is fetched. ref (a branch, a checksums URL) now leads to it."""
+        _announced(result, record)
+        result["_record"] = record
+        if ref is not None and self.state["refs"].get(ref) != revision:
+            self.state["refs"][ref] = revision
+            if not self.module.check_mode:
+                store_rules.write_state(self.dir, self.state)
+        return self.finish(revision, result)
+
+    def fetch(self, revision, record, expected, download, result):
+        """Place a revision not held yet. Before the first byte: weigh it against the host's memory and check free
+        disk, from the sizes the source announced (record). Then download(staging) writes the files into a staging
+        directory on the store's file system, each is verified against expected ({name: {sha256 or git_sha1,
+        size}}), and the directory is renamed into place. A failure removes the staging directory and leaves the
+        previous revision current."""
+        _announced(result, record)
+        result["fit"] = self.check_fit(revision, record["weight_bytes"])
+        result["free_bytes"] = self.check_disk(revision, record["total_bytes"])
+        result["changed"] = True
+        result["_record"] = record
+        if self.module.check_mode:
+            return self.finish(revision, result)
+        self.ensure_dirs()
+        staging = self.staging(revision)
+        try:
+            if os.path.lexists(staging):
+                shutil.rmtree(staging)
+            os.mkdir(staging, 0o700)
+            download(staging)
+            files = store_rules.verify_files(staging, expected)
+            record.update(files=files, weight_bytes=store_rules.weight_bytes(
+                dict((name, entry["size"]) for name, entry in files.items())),
+                total_bytes=sum(entry["size"] for entry in files.values()))
+            self.commit(revision, record, staged=staging)
+        except (ModelStoreError, OSError) as error:
+            _fail_cleanly(self, staging, error)
+        return self.finish(revision, result)
+
     def finish(self, revision, result):
         """Switch current to revision (when it is not already) and prune; fills result."""
         previous = self.current
@@ -393,9 +432,7 @@ def place_hub(store, module):
     revision = requested if store_rules.is_commit(requested) else store.state["refs"].get(requested)
     record = store.placed(revision) if revision else None
     if record:
-        _announced(result, record)
-        result["_record"] = record
-        return store.finish(revision, result)
+        return store.reuse(revision, record, result)
 
     # Only now is the hub client loaded: a placed revision never needs it.
     os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -443,49 +480,26 @@ def place_hub(store, module):
             expected[name] = {"sha256": sibling.lfs.sha256, "size": sibling.lfs.size}
         else:
             expected[name] = {"git_sha1": sibling.blob_id, "size": sibling.size}
-    sizes = dict((name, entry["size"] or 0) for name, entry in expected.items())
-    result["weight_bytes"] = store_rules.weight_bytes(sizes)
-    result["total_bytes"] = sum(sizes.values())
     existing = store.placed(revision)
-    if not existing:
-        result["fit"] = store.check_fit(revision, result["weight_bytes"])
-    result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
-
     if existing:  # a branch now pointing at a commit placed earlier under another name
-        store.state["refs"][requested] = revision
-        result["_record"] = existing
-        if not module.check_mode:
-            store_rules.write_state(store.dir, store.state)
-        return store.finish(revision, result)
-    result["changed"] = True
-    if module.check_mode:
-        result["_record"] = _record(model, revision, requested, dict(
-            (name, {"size": size, "sha256": None}) for name, size in sizes.items()))
-        return store.finish(revision, result)
+        return store.reuse(revision, existing, result, ref=requested)
+    record = _record(model, revision, requested, dict(
+        (name, {"size": entry["size"] or 0, "sha256": entry.get("sha256")}) for name, entry in expected.items()))
 
-    store.ensure_dirs()
-    staging = store.staging(revision)
-    try:
-        if os.path.lexists(staging):
-            shutil.rmtree(staging)
-        os.mkdir(staging, 0o700)
-
-        def download(name):
+    def download(staging):
+        def one(name):
             huggingface_hub.hf_hub_download(model["location"], name, revision=revision, local_dir=staging,
                                             endpoint=model["endpoint"], token=token)
 
-        with ThreadPoolExecutor(max_workers=max(1, module.params["workers"])) as pool:
-            list(pool.map(download, names))
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, module.params["workers"])) as pool:
+                list(pool.map(one, names))
+        except Exception as error:  # the client's download errors
+            raise ModelStoreError("the download from %s failed (%s: %s)" % (api.endpoint, type(error).__name__, error))
         # The client's own bookkeeping inside local_dir is not part of the model.
         shutil.rmtree(os.path.join(staging, ".cache"), ignore_errors=True)
-        files = store_rules.verify_files(staging, expected)
-        store.commit(revision, _record(model, revision, requested, files), staged=staging)
-    except (ModelStoreError, OSError) as error:
-        _fail_cleanly(store, staging, error)
-    except Exception as error:  # the client's download errors
-        _fail_cleanly(store, staging, "the download from %s failed (%s: %s)" % (api.endpoint, type(error).__name__,
-                                                                                error))
-    return store.finish(revision, result)
+
+    return store.fetch(revision, record, expected, download, result)
 
 
 def _hub_trusts(huggingface_hub, ca_bundle):
@@ -508,9 +522,7 @@ def place_host(store, module):
         (name, {"sha256": digest}) for name, digest in (_operator_manifest(model, root) or {}).items())))
     record = store.placed(revision) if revision else None
     if record:
-        _announced(result, record)
-        result["_record"] = record
-        return store.finish(revision, result)
+        return store.reuse(revision, record, result)
     files = directory_manifest(model, root)
     for name in files:
         files[name]["mtime_ns"] = os.stat(os.path.join(root, name)).st_mtime_ns
@@ -555,9 +567,7 @@ def place_http(store, module):
     revision = model["revision"] or store.state["refs"].get(key)
     record = store.placed(revision) if revision else None
     if record:
-        _announced(result, record)
-        result["_record"] = record
-        return store.finish(revision, result)
+        return store.reuse(revision, record, result)
     base = _http_base(model)
     ca_bundle = module.params["ca_bundle"]
     if model.get("sha256"):
@@ -570,49 +580,33 @@ def place_http(store, module):
         dict((name, {"sha256": digest}) for name, digest in expected.items()))
     existing = store.placed(revision)
     if existing:
-        store.state["refs"][key] = revision
-        if not module.check_mode:
-            store_rules.write_state(store.dir, store.state)
-        result["_record"] = existing
-        _announced(result, existing)
-        return store.finish(revision, result)
+        return store.reuse(revision, existing, result, ref=key)
     sizes = {}
     for name in expected:
         length = _http_open(model, base + quote(name), method="HEAD", ca_bundle=ca_bundle).headers.get(
             "Content-Length")
         sizes[name] = int(length) if length and length.isdigit() else 0
-    result["weight_bytes"] = store_rules.weight_bytes(sizes)
-    result["total_bytes"] = sum(sizes.values())
-    result["fit"] = store.check_fit(revision, result["weight_bytes"])
-    result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
     record = _record(model, revision, key, dict((name, {"sha256": expected[name], "size": sizes[name]})
                                                 for name in expected))
-    result["changed"] = True
-    result["_record"] = record
-    if module.check_mode:
-        return store.finish(revision, result)
-    store.ensure_dirs()
-    staging = store.staging(revision)
-    try:
-        if os.path.lexists(staging):
-            shutil.rmtree(staging)
-        os.mkdir(staging, 0o700)
+
+    def download(staging):
         for name in sorted(expected):
-            target = os.path.join(staging, name)
-            if not os.path.isdir(os.path.dirname(target)):
-                os.makedirs(os.path.dirname(target), 0o700)
             response = _http_open(model, base + quote(name), ca_bundle=ca_bundle)
-            with open(target, "wb") as handle:
+            with open(_staged_file(staging, name), "wb") as handle:
                 for block in iter(lambda: response.read(1 << 20), b""):
                     handle.write(block)
-        files = store_rules.verify_files(staging, dict((name, {"sha256": expected[name]}) for name in expected))
-        record["files"] = files
-        record.update(weight_bytes=store_rules.weight_bytes(dict((n, e["size"]) for n, e in files.items())),
-                      total_bytes=sum(entry["size"] for entry in files.values()))
-        store.commit(revision, record, staged=staging)
-    except (ModelStoreError, OSError) as error:
-        _fail_cleanly(store, staging, error)
-    return store.finish(revision, result)
+
+    # A server that announces no Content-Length gives 0 above; the sha256 alone decides then.
+    return store.fetch(revision, record, dict((name, {"sha256": expected[name]}) for name in expected), download,
+                       result)
+
+
+def _staged_file(staging, name):
+    """The path of a file of the model inside staging, its directories created."""
+    target = os.path.join(staging, name)
+    if not os.path.isdir(os.path.dirname(target)):
+        os.makedirs(os.path.dirname(target), 0o700)
+    return target
 
 
 def _s3_url(model, key):
@@ -690,9 +684,7 @@ def place_s3(store, module):
     revision = model["revision"] or store.state["refs"].get(ref)
     record = store.placed(revision) if revision else None
     if record:  # decided from the record alone: no client is created
-        _announced(result, record)
-        result["_record"] = record
-        return store.finish(revision, result)
+        return store.reuse(revision, record, result)
     client = _s3_client(model, module.params["ca_bundle"])
 
     def call(url, function, **arguments):
@@ -712,47 +704,22 @@ def place_s3(store, module):
         dict((name, {"sha256": digest}) for name, digest in expected.items()))
     existing = store.placed(revision)
     if existing:
-        store.state["refs"][ref] = revision
-        if not module.check_mode:
-            store_rules.write_state(store.dir, store.state)
-        result["_record"] = existing
-        _announced(result, existing)
-        return store.finish(revision, result)
-    sizes = {}
+        return store.reuse(revision, existing, result, ref=ref)
+    files = {}
     for name in sorted(expected):
         key = _s3_key(model, name)
-        sizes[name] = int(call(_s3_url(model, key), client.head_object, Bucket=model["bucket"], Key=key)
-                          ["ContentLength"])
-    result["weight_bytes"] = store_rules.weight_bytes(sizes)
-    result["total_bytes"] = sum(sizes.values())
-    result["fit"] = store.check_fit(revision, result["weight_bytes"])
-    result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
-    record = _record(model, revision, ref, dict((name, {"sha256": expected[name], "size": sizes[name]})
-                                                for name in expected))
-    result["changed"] = True
-    result["_record"] = record
-    if module.check_mode:
-        return store.finish(revision, result)
-    store.ensure_dirs()
-    staging = store.staging(revision)
-    try:
-        if os.path.lexists(staging):
-            shutil.rmtree(staging)
-        os.mkdir(staging, 0o700)
+        size = int(call(_s3_url(model, key), client.head_object, Bucket=model["bucket"], Key=key)["ContentLength"])
+        files[name] = {"sha256": expected[name], "size": size}
+    record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()))
+
+    def download(staging):
         for name in sorted(expected):
-            target = os.path.join(staging, name)
-            if not os.path.isdir(os.path.dirname(target)):
-                os.makedirs(os.path.dirname(target), 0o700)
             key = _s3_key(model, name)
             # boto3's managed transfer: ranged parts in parallel for large files.
-            call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key, Filename=target)
-        files = store_rules.verify_files(staging, dict((name, {"sha256": expected[name], "size": sizes[name]})
-                                                       for name in expected))
-        record["files"] = files
-        store.commit(revision, record, staged=staging)
-    except (ModelStoreError, OSError) as error:
-        _fail_cleanly(store, staging, error)
-    return store.finish(revision, result)
+            call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key,
+                 Filename=_staged_file(staging, name))
+
+    return store.fetch(revision, record, files, download, result)
 
 
 def plan_controller(store, module):
@@ -781,9 +748,7 @@ def place_controller(store, module):
     result = {"changed": False}
     record = store.placed(revision)
     if record:
-        _announced(result, record)
-        result["_record"] = record
-        return store.finish(revision, result)
+        return store.reuse(revision, record, result)
     staged = module.params["staged"]
     record = _record(model, revision, revision, dict(
         (name, {"sha256": entry["sha256"], "size": entry["size"]}) for name, entry in manifest.items()))
