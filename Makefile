@@ -35,7 +35,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= arm64
 INTEGRATION_IMAGES := $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH)
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site lint sanity unit golden docs integration molecule build test clean
+.PHONY: help setup images site lint sanity unit golden docs integration model-fleet-bytes molecule build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -45,6 +45,7 @@ help:
 	@echo "make lint|sanity|unit|integration|molecule|build   one stage"
 	@echo "make golden       rewrite the tuning golden renderings, docs/tuning.md's table and docs/input-rules.md"
 	@echo "make docs         regenerate docs/variables.md from the roles' argument specs"
+	@echo "make model-fleet-bytes   bytes a 3-host fleet pulls through the controller and the hub, per model source mode"
 
 setup:
 	$(HARNESS) setup-host
@@ -99,6 +100,12 @@ integration: setup build
 	# the other worker runs the native tests (tests/integration/conftest.py orders them).
 	$(HARNESS) prepared-image $(ARCH)
 	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration
+
+# vllm_model's fleet measurement outside CI: bytes through the controller and from the hub for three hosts,
+# with and without a mirror (build/model-fleet-bytes.json). CI runs the mirror half in `make integration`.
+model-fleet-bytes: setup
+	$(HARNESS) images $(NATIVE_IMAGE)
+	ARM_INFERENCE_FLEET_BYTES=1 pytest -q -s -p no:cacheprovider tests/integration/test_model_sources.py
 
 molecule: setup
 	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))

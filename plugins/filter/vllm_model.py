@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: arm_inference.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter for the vllm_model role: its variables checked and its models normalized.
+"""Filters for the vllm_model role: its variables checked and its models normalized; the host that seeds a mirror.
 
 The rules live in module_utils/vllm_model_store.py; the filter is documented in vllm_model_check.yml.
 """
@@ -29,6 +29,19 @@ def vllm_model_check(variables):
     return checked
 
 
+def vllm_model_seeder(statuses):
+    """The host that seeds a model's mirror, from {host: its status result} in play order: none ("") when every
+    host holds the revision its source leads to; else the first host that holds one, so the rest of the fleet
+    gets that revision and nobody goes to the origin; else the first host, which fetches from the origin."""
+    if not isinstance(statuses, dict):
+        raise AnsibleFilterError("vllm_model_seeder expects {host: status result}, got %s" % type(statuses).__name__)
+    needed = [host for host, status in statuses.items() if not isinstance(status, dict) or status.get("needed", True)]
+    if not needed:
+        return ""
+    holders = [host for host in statuses if host not in needed]
+    return (holders or needed)[0]
+
+
 class FilterModule:
     def filters(self):
-        return {"vllm_model_check": vllm_model_check}
+        return {"vllm_model_check": vllm_model_check, "vllm_model_seeder": vllm_model_seeder}

@@ -23,11 +23,15 @@ import shutil
 
 SOURCE_KINDS = {"hf": "hf", "file": "host", "controller": "controller", "s3": "s3", "http": "http", "https": "http"}
 MODEL_KEYS = ("name", "source", "revision", "token", "include", "exclude", "endpoint", "sha256", "sha256sums",
-              "region", "endpoint_url", "access_key_id", "secret_access_key")
+              "region", "endpoint_url", "access_key_id", "secret_access_key", "mirror")
 HUB_ONLY_KEYS = ("token", "include", "exclude", "endpoint")
 # S3 credentials default to boto3's own chain (the instance profile on EC2); keys given here reach boto3
 # as module arguments (no_log), never argv or another process's environment.
 S3_ONLY_KEYS = ("region", "endpoint_url", "access_key_id", "secret_access_key")
+# Sources a fleet can fetch once: one host (the controller for controller://) pulls from the origin and
+# publishes to the S3 mirror, the other hosts read the mirror. An s3:// source is already a bucket the
+# fleet reads, a file:// one is already on the host.
+MIRRORED_KINDS = ("hf", "http", "controller")
 SECRET_KEYS = ("token", "secret_access_key")
 # File name patterns of weights: what the tuning has to fit in memory (the rest is config and tokenizer).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt")
@@ -159,10 +163,9 @@ def normalize_model(model, index):
             if model.get(key) is not None:
                 _fail("%s.%s" % (variable, key), "does not apply to a hub model", "(set)",
                       "leave it out: the hub publishes each file's checksum")
-        _refuse_s3_keys(variable, model, kind)
         normalized.update(revision=revision, token=token or None, include=model.get("include"),
                           exclude=model.get("exclude"), endpoint=endpoint or None)
-        return normalized
+        return _with_mirror(variable, model, kind, normalized)
 
     for key in HUB_ONLY_KEYS:
         if model.get(key) is not None:
@@ -171,8 +174,6 @@ def normalize_model(model, index):
                   "remove it from this %s source" % kind)
     if kind == "s3":
         _check_s3(variable, model, location, source)
-    else:
-        _refuse_s3_keys(variable, model, kind)
     if kind == "http":
         if not re.match(r"^[^\s/]+/\S*$", location) or "/../" in location + "/":
             _fail(variable + ".source", "must be the URL of the directory that holds the files", source,
@@ -197,11 +198,41 @@ def normalize_model(model, index):
               "set sha256 (file: digest) or sha256sums (a SHA256SUMS file)")
     normalized.update(revision=revision or None, sha256=model.get("sha256"), sha256sums=sums)
     if kind == "s3":
-        bucket, _slash, prefix = location.partition("/")
-        normalized.update(bucket=bucket, prefix=prefix.strip("/"), region=model.get("region") or None,
-                          endpoint_url=model.get("endpoint_url") or None,
-                          access_key_id=model.get("access_key_id") or None,
-                          secret_access_key=model.get("secret_access_key") or None)
+        if model.get("mirror") not in (None, ""):
+            _fail(variable + ".mirror", "does not apply to an s3 source", model["mirror"],
+                  "remove it: the hosts read the bucket already")
+        normalized.update(_s3_settings(model, location), mirror=None, clients=["boto3"])
+        return normalized
+    return _with_mirror(variable, model, kind, normalized)
+
+
+def _s3_settings(model, location):
+    bucket, _slash, prefix = location.partition("/")
+    return {"bucket": bucket, "prefix": prefix.strip("/"), "region": model.get("region") or None,
+            "endpoint_url": model.get("endpoint_url") or None, "access_key_id": model.get("access_key_id") or None,
+            "secret_access_key": model.get("secret_access_key") or None}
+
+
+def _with_mirror(variable, model, kind, normalized):
+    """normalized with its mirror (the S3 keys then configure the mirror) and the Python clients the host
+    needs for it (clients: the tools venv's packages; none means the host's own Python places it)."""
+    mirror = model.get("mirror")
+    clients = ["huggingface_hub"] if kind == "hf" else []
+    if mirror is None or mirror == "":
+        _refuse_s3_keys(variable, model, kind)
+        normalized.update(mirror=None, clients=clients)
+        return normalized
+    if kind not in MIRRORED_KINDS:
+        _fail(variable + ".mirror", "does not apply to a %s source" % model["source"].partition("://")[0], mirror,
+              "remove it: the model is on the host")
+    if not isinstance(mirror, str) or not mirror.startswith("s3://"):
+        _fail(variable + ".mirror", "must be an S3 prefix the fleet reads", mirror,
+              "write s3://bucket/prefix (one host fetches from the source and publishes there)")
+    location = mirror[len("s3://"):]
+    _check_s3(variable, model, location, mirror, key="mirror")
+    settings = _s3_settings(model, location)
+    normalized.update(mirror=mirror.rstrip("/"), mirror_bucket=settings.pop("bucket"),
+                      mirror_prefix=settings.pop("prefix"), clients=clients + ["boto3"], **settings)
     return normalized
 
 
@@ -209,17 +240,17 @@ def _refuse_s3_keys(variable, model, kind):
     for key in S3_ONLY_KEYS:
         if model.get(key) is not None:
             shown = "(hidden)" if key in SECRET_KEYS else model[key]
-            _fail("%s.%s" % (variable, key), "only applies to s3:// sources", shown, "remove it from this %s source"
-                  % kind)
+            _fail("%s.%s" % (variable, key), "only applies to s3:// sources and mirrors", shown,
+                  "remove it from this %s source, or set mirror" % kind)
 
 
-def _check_s3(variable, model, location, source):
+def _check_s3(variable, model, location, source, key="source"):
     bucket, _slash, prefix = location.partition("/")
     if not _BUCKET.match(bucket) or ".." in bucket:
-        _fail(variable + ".source", "does not name an S3 bucket (3-63 lower-case letters, digits, '.' or '-')", source,
-              "write s3://bucket/prefix")
+        _fail("%s.%s" % (variable, key), "does not name an S3 bucket (3-63 lower-case letters, digits, '.' or '-')",
+              source, "write s3://bucket/prefix")
     if _CONTROL.search(prefix) or "//" in prefix or any(part in (".", "..") for part in prefix.split("/")):
-        _fail(variable + ".source", "has a prefix with empty, '.' or '..' parts", source,
+        _fail("%s.%s" % (variable, key), "has a prefix with empty, '.' or '..' parts", source,
               "write s3://bucket/path/to/model")
     region = model.get("region")
     if region is not None and (not isinstance(region, str) or not _REGION.match(region)):

@@ -29,8 +29,12 @@ options:
         creates the staging directory the copy goes to.
       - V(manifest) (run on the controller) computes a directory's manifest and verifies it against O(sha256) or
         O(sha256sums) when given.
+      - V(status) (a model with O(mirror)) reports, read-only, whether this host holds the revision its source leads to.
+      - V(seed) (a model with O(mirror)) makes the mirror hold that revision, from this host's store, or else from
+        the origin (placing it on this host too); for a controller source it runs on the controller and publishes
+        the directory.
     type: str
-    choices: [place, plan, manifest]
+    choices: [place, plan, manifest, status, seed]
     default: place
   store:
     description: Root of the model store.
@@ -107,6 +111,17 @@ options:
       - A PEM bundle on the host that hub, HTTPS and S3 downloads trust instead of the clients' own CA store (a
         TLS-intercepting proxy's CA). Default the clients' own.
     type: path
+  mirror:
+    description:
+      - C(s3://bucket/prefix) the fleet fetches this model from once. O(region), O(endpoint_url), O(access_key_id)
+        and O(secret_access_key) are the mirror's then.
+    type: str
+  mirror_revision:
+    description: With V(place), place this revision from O(mirror) (the one V(seed) published).
+    type: str
+  mirror_manifest:
+    description: With O(mirror_revision), each file's sha256 as the seeder verified it (V(seed)'s RV(manifest)).
+    type: dict
   fit:
     description:
       - What the fit check weighs a new revision against, before its first byte is downloaded (or, for a
@@ -158,17 +173,27 @@ free_bytes:
   returned: action place and plan
   type: int
 needed:
-  description: For V(plan), whether the revision still has to be copied (and where, in RV(staging)).
-  returned: action plan
+  description:
+    - For V(plan), whether the revision still has to be copied (and where, in RV(staging)); for V(status), whether
+      this host lacks the revision its source leads to.
+  returned: action plan and status
   type: bool
 staging:
   description: For V(plan), the staging directory a controller source is copied to.
   returned: action plan
   type: str
 manifest:
-  description: For V(manifest), each file's sha256 and size.
-  returned: action manifest
+  description: For V(manifest), each file's sha256 and size; for V(seed), each file's sha256 in the mirror.
+  returned: action manifest and seed
   type: dict
+seeded_from:
+  description: For V(seed), where the mirror's revision came from (V(store), V(origin), V(mirror), V(controller)).
+  returned: action seed
+  type: str
+uploaded_bytes:
+  description: For V(seed), the bytes uploaded to the mirror (boto3's count).
+  returned: when V(seed) published a revision
+  type: int
 pruned:
   description: Revisions removed (or that would be in check mode).
   returned: action place
@@ -189,6 +214,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.parse import quote, urljoin
 from ansible.module_utils.urls import open_url
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_s3 as s3
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as store_rules
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_store import ModelStoreError
@@ -610,7 +636,7 @@ def _staged_file(staging, name):
 
 
 def _s3_url(model, key):
-    return "s3://%s/%s" % (model["bucket"], key)
+    return s3.url(model["bucket"], key)
 
 
 def _s3_key(model, name):
@@ -637,46 +663,6 @@ def _s3_ref(model):
     return "sha256sums:" + _s3_url(model, _s3_sums_key(model))
 
 
-def _s3_client(model, ca_bundle=None):
-    """A boto3 client: the keys given (module arguments, never logged), else boto3's own chain (the instance
-    profile on EC2). Short timeouts and few retries, so an unreachable endpoint fails in seconds."""
-    try:
-        import boto3
-        from botocore.config import Config
-    except ImportError as error:
-        raise ModelStoreError("%s: boto3 is not importable (%s); run the role, which installs it into "
-                              "vllm_model_tools_venv" % (model["name"], error))
-    config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
-    return boto3.session.Session().client(
-        "s3", region_name=model["region"], endpoint_url=model["endpoint_url"], config=config, verify=ca_bundle,
-        aws_access_key_id=model["access_key_id"], aws_secret_access_key=model["secret_access_key"])
-
-
-def _s3_error(model, url, error):
-    """One line for what boto3 raised: denied, missing, no credentials, or an unreachable endpoint."""
-    variable = "vllm_model_models (%s)" % model["name"]
-    response = getattr(error, "response", None) or {}
-    code = str(response.get("Error", {}).get("Code", ""))
-    endpoint = model["endpoint_url"] or "the AWS endpoint of region %s" % (model["region"] or "(boto3's default)")
-    if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"):
-        return ModelStoreError("%s.source: access to %s is denied (got %s); grant the host's role (or the keys given) "
-                               "s3:GetObject on the prefix" % (variable, url, code))
-    if code in ("NoSuchKey", "404", "NotFound"):
-        return ModelStoreError("%s.source: %s does not exist (got %s); check the prefix and the names in the checksums"
-                               % (variable, url, code))
-    if code in ("NoSuchBucket",):
-        return ModelStoreError("%s.source: bucket %s does not exist (got %s); check the source" % (
-            variable, model["bucket"], code))
-    if type(error).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
-        return ModelStoreError("%s.source: no AWS credentials for %s (got %s); attach an instance profile to the host "
-                               "or set access_key_id and secret_access_key" % (variable, url, type(error).__name__))
-    if type(error).__name__ == "NoRegionError":
-        return ModelStoreError("%s.region: no region for %s (got none); set region" % (variable, url))
-    return ModelStoreError("%s.endpoint_url: %s cannot be reached for %s (got %s: %s); check endpoint_url, region, "
-                           "proxy and CA settings" % (variable, endpoint, url, type(error).__name__,
-                                                      str(error).splitlines()[0] if str(error) else ""))
-
-
 def place_s3(store, module):
     """An S3 prefix: the files the checksums name, s3://bucket/prefix/<name>, downloaded by boto3 into staging."""
     model, result = store.model, {"changed": False}
@@ -685,13 +671,13 @@ def place_s3(store, module):
     record = store.placed(revision) if revision else None
     if record:  # decided from the record alone: no client is created
         return store.reuse(revision, record, result)
-    client = _s3_client(model, module.params["ca_bundle"])
+    client = s3.client(model, module.params["ca_bundle"])
 
     def call(url, function, **arguments):
         try:
             return function(**arguments)
         except Exception as error:  # botocore's ClientError, EndpointConnectionError, NoCredentialsError, ...
-            raise _s3_error(model, url, error)
+            raise s3.error_line(model, url, error)
 
     if model.get("sha256"):
         expected = dict((name, digest.lower()) for name, digest in model["sha256"].items())
@@ -718,6 +704,113 @@ def place_s3(store, module):
             # boto3's managed transfer: ranged parts in parallel for large files.
             call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key,
                  Filename=_staged_file(staging, name))
+
+    return store.fetch(revision, record, files, download, result)
+
+
+# A fleet's mirror (the model's `mirror`, module_utils/vllm_model_s3.Mirror): each host reports whether it holds
+# the revision its source leads to (status); when one does not, one host seeds the mirror (seed: from its store,
+# or from the origin, or, for a controller source, the controller from its directory); the others place the
+# published revision from the mirror (place with mirror_revision), verified against the seeder's checksums.
+
+def _source_ref(model, manifest=None):
+    """What the store records a source's revision under: the hub ref, the checksums given or their URL (http), the
+    manifest's revision (controller)."""
+    if model["kind"] == "hf":
+        return model["revision"]
+    if model["kind"] == "http":
+        return _http_key(model)
+    return model["revision"] or store_rules.manifest_revision(manifest or {})
+
+
+def _known_revision(store, model, manifest=None):
+    """The revision this host's record says the source leads to, or None when the host never placed it."""
+    ref = _source_ref(model, manifest)
+    if model["kind"] == "hf":
+        return ref if store_rules.is_commit(ref) else store.state["refs"].get(ref)
+    if model["kind"] == "controller":
+        return ref
+    return model["revision"] or store.state["refs"].get(ref)
+
+
+def model_status(store, module):
+    """Read-only: does this host hold (placed and intact) the revision its source leads to?"""
+    revision = _known_revision(store, store.model, module.params["manifest"])
+    held = bool(revision and store.placed(revision))
+    return {"changed": False, "revision": revision if held else None, "needed": not held}
+
+
+def seed_mirror(store, module):
+    """On the seeding host: make the mirror hold the revision this host's source leads to, fetching from the
+    origin only when neither this host nor the mirror has it."""
+    model, manifest = store.model, module.params["manifest"]
+    mirror = s3.Mirror(model, module.params["ca_bundle"])
+    ref = _source_ref(model, manifest)
+    revision = _known_revision(store, model, manifest)
+    record = store.placed(revision) if revision else None
+    result = {"changed": False, "seeded_from": "store"}
+    if record is None:
+        revision = revision or mirror.refs().get(ref)
+        sums = mirror.sums(revision) if revision else None
+        if sums is not None:  # published by an earlier batch or run: nobody goes to the origin
+            return dict(result, revision=revision, manifest=sums, seeded_from="mirror")
+        placed = PLACE[model["kind"]](store, module)
+        revision, result["changed"], result["seeded_from"] = placed["revision"], placed["changed"], "origin"
+        result.update(dict((key, placed[key]) for key in ("weight_bytes", "total_bytes", "fit") if key in placed))
+        if module.check_mode:
+            return dict(result, revision=revision, manifest=None)
+        record = store.state["revisions"][revision]
+    sums = mirror.sums(revision)
+    if sums is not None:
+        mirror.check(revision, sums, record["files"])
+        if not module.check_mode:
+            mirror.remember(ref, revision)
+        return dict(result, revision=revision, manifest=sums)
+    result["changed"] = True
+    if not module.check_mode:
+        result["uploaded_bytes"] = mirror.publish(os.path.join(store.dir, revision), revision, record["files"], ref)
+    return dict(result, revision=revision, manifest=dict((name, entry["sha256"])
+                                                          for name, entry in record["files"].items()))
+
+
+def seed_mirror_from_controller(module):
+    """On the controller, for a controller:// source: publish its directory (verified by action manifest) once,
+    so no host needs a copy through the controller."""
+    model, manifest = _model_from_params(module.params), module.params["manifest"] or {}
+    revision = model["revision"] or store_rules.manifest_revision(manifest)
+    mirror = s3.Mirror(model, module.params["ca_bundle"], where="the controller")
+    result = {"changed": False, "revision": revision, "seeded_from": "controller",
+              "manifest": dict((name, entry["sha256"]) for name, entry in manifest.items())}
+    sums = mirror.sums(revision)
+    if sums is not None:
+        mirror.check(revision, sums, manifest)
+        return result
+    result["changed"] = True
+    if not module.check_mode:
+        # Published as the manifest task hashed it; every host verifies each file against that manifest.
+        result["uploaded_bytes"] = mirror.publish(model["location"], revision, manifest, revision)
+    return result
+
+
+def place_mirrored(store, module):
+    """The revision the seeder published, from the mirror, verified against the seeder's checksums."""
+    model, result = store.model, {"changed": False}
+    revision, sums = module.params["mirror_revision"], module.params["mirror_manifest"]
+    ref = _source_ref(model, module.params["manifest"])
+    record = store.placed(revision)
+    if record:
+        return store.reuse(revision, record, result, ref=ref)
+    if not sums:  # check mode on a fleet that has it nowhere yet: nothing was published to read
+        return {"changed": True, "revision": revision}
+    mirror = s3.Mirror(model, module.params["ca_bundle"])
+    files = dict((name, {"sha256": digest.lower(), "size": mirror.size(revision, name)})
+                 for name, digest in sums.items())
+    record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()),
+                     extra={"via": mirror.url(revision)})
+
+    def download(staging):
+        for name in sorted(files):
+            mirror.download(revision, name, _staged_file(staging, name))
 
     return store.fetch(revision, record, files, download, result)
 
@@ -767,6 +860,9 @@ def place_controller(store, module):
     return store.finish(revision, result)
 
 
+PLACE = {"hf": place_hub, "host": place_host, "http": place_http, "s3": place_s3, "controller": place_controller}
+
+
 def run(module):
     action = module.params["action"]
     if action == "manifest":
@@ -775,28 +871,29 @@ def run(module):
         sizes = dict((name, entry["size"]) for name, entry in files.items())
         return {"changed": False, "manifest": files, "revision": model["revision"] or store_rules.manifest_revision(files),
                 "weight_bytes": store_rules.weight_bytes(sizes), "total_bytes": sum(sizes.values())}
+    if action == "seed" and _model_from_params(module.params)["kind"] == "controller":
+        return seed_mirror_from_controller(module)
     for key in ("store", "name"):
         if not module.params[key]:
             raise ModelStoreError("action %s needs %s" % (action, key))
     store = Store(module)
-    kind = store.model["kind"]
+    if action in ("seed", "status") and not store.model["mirror"]:
+        raise ModelStoreError("action %s needs a model with a mirror" % action)
     if action == "plan":
         return plan_controller(store, module)
-    if kind == "hf":
-        return place_hub(store, module)
-    if kind == "host":
-        return place_host(store, module)
-    if kind == "http":
-        return place_http(store, module)
-    if kind == "s3":
-        return place_s3(store, module)
-    return place_controller(store, module)
+    if action == "status":
+        return model_status(store, module)
+    if action == "seed":
+        return seed_mirror(store, module)
+    if module.params["mirror_revision"]:
+        return place_mirrored(store, module)
+    return PLACE[store.model["kind"]](store, module)
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "action": {"type": "str", "choices": ["place", "plan", "manifest"], "default": "place"},
+            "action": {"type": "str", "choices": ["place", "plan", "manifest", "status", "seed"], "default": "place"},
             "store": {"type": "path"},
             "name": {"type": "str"},
             "source": {"type": "str", "required": True},
@@ -819,6 +916,9 @@ def main():
             "workers": {"type": "int", "default": 4},
             "ca_bundle": {"type": "path"},
             "fit": {"type": "dict"},
+            "mirror": {"type": "str"},
+            "mirror_revision": {"type": "str"},
+            "mirror_manifest": {"type": "dict"},
         },
         supports_check_mode=True,
     )

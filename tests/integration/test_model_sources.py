@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import NATIVE, REPO_ROOT, Container, harness, run_playbook
+from conftest import NATIVE, REPO_ROOT, Container, harness, playbook_command, run_playbook
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "stand_ins"))
 from s3_origin import REGION, S3Origin  # noqa: E402
@@ -32,6 +34,11 @@ COMMITS = {"main": "1" * 40, "v2": "2" * 40, "v3": "3" * 40}
 # The container reaches PyPI (for huggingface_hub) through the machine's CA, like prepare.yml's runs.
 PIP = {"python_venv_pip_ca_bundle": harness.HOST_CA_BUNDLE}
 TOKEN = "hf_test_token_never_shown"
+FLEET_COMMIT = "4" * 40
+FLEET_MODEL_SIZE = {"hidden": 256, "vocab": 8192}
+# Three inventory hosts, one container: a store each. Three hosts to the role, one container to the machine.
+FLEET = ("fleet-1", "fleet-2", "fleet-3")
+METERED = REPO_ROOT / "tests" / "integration" / "connection_plugins"
 
 
 def _free_port():
@@ -60,6 +67,10 @@ class Hub:
             self.process.wait(10)
             self.process = None
 
+    def bytes_served(self):
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/bytes-served", timeout=10) as response:
+            return json.loads(response.read())["bytes"]
+
     def file(self, ref, name):
         return self.root / "org" / "tiny" / COMMITS[ref] / name
 
@@ -71,6 +82,9 @@ def hub(tmp_path_factory):
         write_tiny_model(str(root / "org" / "tiny" / commit), seed=seed)
     (root / "org" / "tiny" / "refs.json").write_text(json.dumps(COMMITS))
     write_tiny_model(str(root / "org" / "gated" / COMMITS["main"]), seed=9)
+    # The fleet tests' model: 16 MiB of weights, so its bytes stand out from the modules Ansible sends.
+    write_tiny_model(str(root / "org" / "fleet" / FLEET_COMMIT), seed=41, **FLEET_MODEL_SIZE)
+    (root / "org" / "fleet" / "refs.json").write_text(json.dumps({"main": FLEET_COMMIT}))
     (root / "org" / "gated" / "refs.json").write_text(json.dumps({"main": COMMITS["main"]}))
     (root / "org" / "gated" / "gated.json").write_text(json.dumps({"token": TOKEN}))
     server = Hub(root)
@@ -295,3 +309,102 @@ def test_s3_source_with_keys_rerun_offline_and_access_denied(host, tmp_path):
     assert again.returncode == 0 and changed_count(again) == 0, again.stdout[-3000:]
     for run in (result, denied, again):
         assert keys["secret_access_key"] not in run.stdout + run.stderr
+
+
+def fleet_run(host, tmp_path, models, hosts=FLEET):
+    """models.yml on the fleet through the metered podman connection; .controller_bytes is what the
+    controller sent to the hosts (files put and commands' input), .recap {host: changed}."""
+    inventory = tmp_path / "fleet.json"
+    inventory.write_text(json.dumps({"vllm_hosts": {"hosts": dict((alias, {
+        "ansible_host": host.name, "ansible_connection": "metered_podman",
+        "ansible_python_interpreter": "/usr/bin/python3", "vllm_model_store": "/var/lib/vllm-%s" % alias})
+        for alias in hosts)}}))
+    command, env = playbook_command([host], tmp_path, str(MODELS_PLAYBOOK), dict(PIP, vllm_model_models=models))
+    command[command.index("-i") + 1] = str(inventory)
+    meter = tmp_path / "meter.log"
+    meter.write_text("")
+    env.update(ANSIBLE_CONNECTION_PLUGINS=str(METERED), METERED_CONNECTION_LOG=str(meter))
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    result.elapsed = time.monotonic() - started
+    (tmp_path / "fleet-run.log").write_text(result.stdout + result.stderr)
+    result.controller_bytes = sum(int(line.split()[1]) for line in meter.read_text().splitlines())
+    result.recap = dict((line.split()[0], int(line.split(" changed=")[1].split()[0]))
+                        for line in result.stdout.splitlines() if " changed=" in line and " ok=" in line)
+    return result
+
+
+def model_bytes(directory):
+    return sum(path.stat().st_size for path in Path(directory).iterdir())
+
+
+def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
+    """Three hosts fetch a controller model and a hub model once, through the mirror: the bytes through the
+    controller and from the hub (with ARM_INFERENCE_FLEET_BYTES set, `make model-fleet-bytes`, also without
+    the mirror, for comparison); a fourth host joining with the hub stopped; a re-run with the hub and the
+    mirror stopped. Relies on the earlier tests' tools venv (file order)."""
+    pushed = write_tiny_model(str(tmp_path / "pushed"), seed=42, **FLEET_MODEL_SIZE)
+    size = model_bytes(pushed)
+    origin = S3Origin().start()
+    report = {"model_bytes": size, "hosts": len(FLEET)}
+    try:
+        origin.client().create_bucket(Bucket="fleet-cache", CreateBucketConfiguration={"LocationConstraint": REGION})
+        # Authentication is off in this moto (the access rules are the S3 source test's): any keys are accepted.
+        mirror = {"mirror": "s3://fleet-cache/models", "region": REGION, "endpoint_url": origin.endpoint,
+                  "access_key_id": "AKIAFLEETFLEETFLEET0", "secret_access_key": "fleet-mirror-secret"}
+        hub_model = {"source": "hf://org/fleet", "revision": "main", "endpoint": hub.endpoint}
+
+        if os.environ.get("ARM_INFERENCE_FLEET_BYTES"):  # make model-fleet-bytes: the modes without a mirror too
+            served = hub.bytes_served()
+            direct = fleet_run(host, tmp_path, [{"name": "copied", "source": "controller://" + pushed},
+                                                dict(hub_model, name="direct")])
+            assert direct.returncode == 0, direct.stdout[-3000:]
+            report["each_host_from_origin"] = {"controller_bytes": direct.controller_bytes,
+                                               "hub_bytes": hub.bytes_served() - served,
+                                               "seconds": round(direct.elapsed, 1)}
+            assert report["each_host_from_origin"]["hub_bytes"] >= len(FLEET) * size
+            assert report["each_host_from_origin"]["controller_bytes"] >= len(FLEET) * size
+
+        served = hub.bytes_served()
+        mirrored = fleet_run(host, tmp_path, [dict(mirror, name="copied-mirrored", source="controller://" + pushed),
+                                              dict(hub_model, name="mirrored", **mirror)])
+        assert mirrored.returncode == 0, mirrored.stdout[-3000:]
+        objects = origin.client().list_objects_v2(Bucket="fleet-cache", Prefix="models/copied-mirrored/")["Contents"]
+        uploaded = sum(item["Size"] for item in objects if not item["Key"].endswith(("SHA256SUMS", "refs.json")))
+        report["once_through_the_mirror"] = {"controller_bytes": mirrored.controller_bytes,
+                                             "controller_upload_bytes": uploaded,
+                                             "hub_bytes": hub.bytes_served() - served,
+                                             "seconds": round(mirrored.elapsed, 1)}
+        for alias in FLEET:
+            for name, directory in (("copied-mirrored", pushed), ("mirrored", hub.root / "org" / "fleet" / FLEET_COMMIT)):
+                expected = hashlib.sha256(Path(directory, "model.safetensors").read_bytes()).hexdigest()
+                assert sha256_in(host, "/var/lib/vllm-%s/%s/current/model.safetensors" % (alias, name)) == expected
+        assert "/var/lib/vllm-fleet-2/mirrored/" + FLEET_COMMIT == host.exec(
+            "readlink -f /var/lib/vllm-fleet-2/mirrored/current").stdout.strip()
+        models = [dict(mirror, name="copied-mirrored", source="controller://" + pushed),
+                  dict(hub_model, name="mirrored", **mirror)]
+        # A host joins while the hub is down: it gets the revision the fleet serves, from the mirror.
+        hub.stop()
+        joined = fleet_run(host, tmp_path, models, hosts=FLEET + ("fleet-4",))
+        assert joined.returncode == 0, joined.stdout[-3000:]
+        assert joined.recap["fleet-4"] > 0 and [joined.recap[alias] for alias in FLEET] == [0, 0, 0], joined.recap
+        assert host.exec("readlink /var/lib/vllm-fleet-4/mirrored/current").stdout.strip() == FLEET_COMMIT
+        report["host_joins_hub_stopped"] = {"controller_bytes": joined.controller_bytes,
+                                            "seconds": round(joined.elapsed, 1)}
+    finally:
+        origin.stop()
+    try:
+        # Both origins stopped: a converged fleet decides from each store's record.
+        again = fleet_run(host, tmp_path, models, hosts=FLEET + ("fleet-4",))
+        assert again.returncode == 0 and set(again.recap.values()) == {0}, again.stdout[-3000:]
+        report["rerun_origins_stopped"] = {"controller_bytes": again.controller_bytes,
+                                           "seconds": round(again.elapsed, 1)}
+    finally:
+        hub.start()
+    print("fleet of three: %s" % json.dumps(report))
+    (REPO_ROOT / "build").mkdir(exist_ok=True)
+    (REPO_ROOT / "build" / "model-fleet-bytes.json").write_text(json.dumps(report, indent=1) + "\n")
+    # Once through the mirror: the hub served one copy, the controller uploaded one and sent the hosts none.
+    assert report["once_through_the_mirror"]["hub_bytes"] == model_bytes(hub.root / "org" / "fleet" / FLEET_COMMIT)
+    assert report["once_through_the_mirror"]["controller_upload_bytes"] == size
+    assert report["once_through_the_mirror"]["controller_bytes"] < size

@@ -12,7 +12,8 @@ Repositories are directories: <root>/<org>/<name>/<commit>/<files...> and <root>
 ({"main": "<commit>"}); a file gated.json there names the token the repository requires. Metadata is
 computed once at start-up, as the hub stores it at push time, and bytes are read from disk per request:
 a file changed on disk after start-up is served with the old sha256 announced, which is how the tests
-produce a corrupted download. Usage: python hub_server.py ROOT PORT (binds 127.0.0.1; prints "ready").
+produce a corrupted download. GET /_stand_in/bytes-served answers how many file bytes it has sent, so a test
+can count the origin's traffic. Usage: python hub_server.py ROOT PORT (binds 127.0.0.1; prints "ready").
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import re
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
@@ -65,6 +67,8 @@ def load_repositories(root):
 class HubHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     repositories = {}
+    served = [0]  # file bytes sent, shared by the server's threads
+    served_lock = threading.Lock()
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's signature
         sys.stderr.write("hub-stand-in: %s\n" % (format % args))
@@ -108,7 +112,13 @@ class HubHandler(BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         info = re.match(r"^/api/models/([^/]+/[^/]+)/revision/(.+)$", path)
         resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
-        if info and self.command == "GET":
+        if path == "/_stand_in/bytes-served":
+            body = json.dumps({"bytes": self.served[0]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif info and self.command == "GET":
             self._model_info(info.group(1), info.group(2))
         elif resolve:
             self._resolve(resolve.group(1), resolve.group(2), resolve.group(3))
@@ -155,6 +165,8 @@ class HubHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "GET":
             self.wfile.write(data[start:])
+            with self.served_lock:
+                self.served[0] += len(data) - start
 
 
 def main(root, port):

@@ -126,6 +126,15 @@ CASES = [
      "vllm_model_models[0] (tiny).secret_access_key"),
     ({"vllm_model_models": [{"name": "tiny", "source": "s3://models/tiny"}]}, "vllm_model_models[0] (tiny)"),
     ({"vllm_model_models": [dict(HUB_MODEL, region="eu-west-1")]}, "vllm_model_models[0] (tiny).region"),
+    # The fleet's mirror: S3 only, and only for sources the fleet would otherwise fetch once per host.
+    ({"vllm_model_models": [dict(HUB_MODEL, mirror="https://cache.example/models")]},
+     "vllm_model_models[0] (tiny).mirror"),
+    ({"vllm_model_models": [dict(HUB_MODEL, mirror="s3://Fleet_Cache/models")]}, "vllm_model_models[0] (tiny).mirror"),
+    ({"vllm_model_models": [dict(S3_MODEL, mirror="s3://fleet-cache/models")]}, "vllm_model_models[0] (tiny).mirror"),
+    ({"vllm_model_models": [{"name": "local", "source": "file:///srv/m", "sha256sums": "SHA256SUMS",
+                             "mirror": "s3://fleet-cache/models"}]}, "vllm_model_models[0] (local).mirror"),
+    ({"vllm_model_models": [dict(HUB_MODEL, mirror="s3://fleet-cache/models", region="Frankfurt")]},
+     "vllm_model_models[0] (tiny).region"),
     ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),

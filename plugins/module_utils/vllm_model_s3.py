@@ -1,0 +1,185 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""S3 for the vllm_model role: the boto3 client of an s3:// source or a fleet mirror, one-line errors naming
+the variable behind a failure, and the mirror a fleet fetches a model from once.
+
+boto3 is imported only when a client is made: a re-run that decides from the store's record never needs it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as store_rules
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_store import ModelStoreError
+
+SUMS = "SHA256SUMS"
+REFS = "refs.json"
+_DENIED = ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled")
+_MISSING = ("NoSuchKey", "404", "NotFound")
+
+
+def url(bucket, key):
+    return "s3://%s/%s" % (bucket, key)
+
+
+def client(model, ca_bundle=None, where="the host"):
+    """A boto3 S3 client for model's settings (region, endpoint_url, keys): the keys given (module arguments,
+    never logged), else boto3's own chain (the instance profile on EC2). Short timeouts and few retries, so
+    an unreachable endpoint fails in seconds."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as error:
+        raise ModelStoreError("%s: boto3 is not importable on %s (%s); %s" % (
+            model["name"], where, error, "run the role, which installs it into vllm_model_tools_venv"
+            if where == "the host" else "install boto3 into the Python that runs ansible-playbook"))
+    config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
+    return boto3.session.Session().client(
+        "s3", region_name=model["region"], endpoint_url=model["endpoint_url"], config=config, verify=ca_bundle,
+        aws_access_key_id=model["access_key_id"], aws_secret_access_key=model["secret_access_key"])
+
+
+def _code(error):
+    """S3's error code in boto3's error, or in the error it wraps (a managed transfer's S3UploadFailedError)."""
+    seen = 0
+    while error is not None and seen < 5:
+        response = getattr(error, "response", None)
+        if response:
+            return str(response.get("Error", {}).get("Code", ""))
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return ""
+
+
+def missing(error):
+    """Whether boto3's error says the object does not exist."""
+    return _code(error) in _MISSING
+
+
+def error_line(model, target, error, key="source", permission="s3:GetObject"):
+    """One line for what boto3 raised on target (an s3:// URL): denied, missing, no credentials, or an
+    unreachable endpoint, naming the model's variable (key: source, or mirror)."""
+    variable = "vllm_model_models (%s)" % model["name"]
+    code = _code(error)
+    endpoint = model["endpoint_url"] or "the AWS endpoint of region %s" % (model["region"] or "(boto3's default)")
+    if code in _DENIED:
+        return ModelStoreError("%s.%s: access to %s is denied (got %s); grant the host's role (or the keys given) "
+                               "%s on the prefix" % (variable, key, target, code, permission))
+    if code in _MISSING:
+        return ModelStoreError("%s.%s: %s does not exist (got %s); check the prefix and the names in the checksums"
+                               % (variable, key, target, code))
+    if code == "NoSuchBucket":
+        return ModelStoreError("%s.%s: the bucket of %s does not exist (got %s); check %s" % (
+            variable, key, target, code, key))
+    if type(error).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+        return ModelStoreError("%s.%s: no AWS credentials for %s (got %s); attach an instance profile to the host "
+                               "or set access_key_id and secret_access_key" % (variable, key, target,
+                                                                                type(error).__name__))
+    if type(error).__name__ == "NoRegionError":
+        return ModelStoreError("%s.region: no region for %s (got none); set region" % (variable, target))
+    return ModelStoreError("%s.endpoint_url: %s cannot be reached for %s (got %s: %s); check endpoint_url, region, "
+                           "proxy and CA settings" % (variable, endpoint, target, type(error).__name__,
+                                                      str(error).splitlines()[0] if str(error) else ""))
+
+
+class Mirror:
+    """The S3 prefix a fleet fetches a model from once (the model's `mirror`):
+
+        <prefix>/<name>/<revision>/<file>      every file of a placed revision
+        <prefix>/<name>/<revision>/SHA256SUMS  written last: the revision is complete once it exists
+        <prefix>/<name>/refs.json              {source ref: revision}, what each ref resolved to when seeded
+
+    One host (the controller for a controller:// source) publishes a revision from what it verified against
+    the origin; the others download it, verified against those checksums. refs.json makes the fleet serve
+    the revision the first seeder resolved a branch to, as one host's store record does for that host."""
+
+    def __init__(self, model, ca_bundle=None, where="the host"):
+        self.model = model
+        self.bucket = model["mirror_bucket"]
+        self.base = "/".join(part for part in (model["mirror_prefix"], model["name"]) if part)
+        self.client = client(model, ca_bundle, where)
+        self.uploaded_bytes = 0
+
+    def key(self, *parts):
+        return "/".join((self.base,) + parts)
+
+    def url(self, *parts):
+        return url(self.bucket, self.key(*parts))
+
+    def _call(self, target, function, permission="s3:GetObject", **arguments):
+        try:
+            return function(Bucket=self.bucket, **arguments)
+        except Exception as error:  # botocore's ClientError, EndpointConnectionError, NoCredentialsError, ...
+            raise error_line(self.model, target, error, key="mirror", permission=permission)
+
+    def _read(self, *parts):
+        """An object's text, or None when it does not exist. Telling 'missing' from 'denied' needs
+        s3:ListBucket: without it S3 answers 403 for a missing key."""
+        target = self.url(*parts)
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self.key(*parts))["Body"].read()
+        except Exception as error:
+            if missing(error):
+                return None
+            raise error_line(self.model, target, error, key="mirror",
+                             permission="s3:GetObject on the prefix and s3:ListBucket on the bucket")
+        return body.decode("utf-8", "replace")
+
+    def refs(self):
+        text = self._read(REFS)
+        if text is None:
+            return {}
+        try:
+            refs = json.loads(text)
+        except ValueError as error:
+            raise ModelStoreError("vllm_model_models (%s).mirror: %s is not valid JSON (%s); delete it and re-run"
+                                  % (self.model["name"], self.url(REFS), error))
+        return refs if isinstance(refs, dict) else {}
+
+    def sums(self, revision):
+        """{file: sha256} of a complete revision in the mirror, or None when it is not there (yet)."""
+        text = self._read(revision, SUMS)
+        return None if text is None else store_rules.parse_sha256sums(text, self.url(revision, SUMS))
+
+    def size(self, revision, name):
+        return int(self._call(self.url(revision, name), self.client.head_object,
+                              Key=self.key(revision, name))["ContentLength"])
+
+    def download(self, revision, name, target):
+        # boto3's managed transfer: ranged parts in parallel for large files.
+        self._call(self.url(revision, name), self.client.download_file, Key=self.key(revision, name),
+                   Filename=target)
+
+    def publish(self, root, revision, files, ref):
+        """Upload every file of a verified revision (root/<file>), then its SHA256SUMS, then the ref it
+        resolved from; returns the bytes uploaded (boto3's own count of what it sent)."""
+        def count(sent):
+            self.uploaded_bytes += sent
+
+        permission = "s3:PutObject"
+        for name in sorted(files):
+            self._call(self.url(revision, name), self.client.upload_file, permission=permission,
+                       Filename="%s/%s" % (root, name), Key=self.key(revision, name), Callback=count)
+        sums = "".join("%s  %s\n" % (files[name]["sha256"], name) for name in sorted(files)).encode()
+        self._call(self.url(revision, SUMS), self.client.put_object, permission=permission,
+                   Key=self.key(revision, SUMS), Body=sums)
+        self.remember(ref, revision)
+        return self.uploaded_bytes
+
+    def remember(self, ref, revision):
+        refs = self.refs()
+        if refs.get(ref) != revision:
+            refs[ref] = revision
+            self._call(self.url(REFS), self.client.put_object, permission="s3:PutObject", Key=self.key(REFS),
+                       Body=json.dumps(refs, indent=1, sort_keys=True).encode())
+
+    def check(self, revision, sums, verified):
+        """Refuse a mirror whose checksums disagree with what this host (or the controller) verified."""
+        expected = dict((name, entry["sha256"]) for name, entry in verified.items())
+        if sums != expected:
+            differ = sorted(name for name in set(sums) | set(expected) if sums.get(name) != expected.get(name))
+            raise ModelStoreError(
+                "vllm_model_models (%s).mirror: %s disagrees with the files verified from the source at %s (got "
+                "differences in %s); delete %s/ from the mirror and re-run to publish it again"
+                % (self.model["name"], self.url(revision, SUMS), revision, ", ".join(differ[:5]), self.url(revision)))
