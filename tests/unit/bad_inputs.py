@@ -126,6 +126,9 @@ CASES = [
      "vllm_model_models[0] (tiny).secret_access_key"),
     ({"vllm_model_models": [{"name": "tiny", "source": "s3://models/tiny"}]}, "vllm_model_models[0] (tiny)"),
     ({"vllm_model_models": [dict(HUB_MODEL, region="eu-west-1")]}, "vllm_model_models[0] (tiny).region"),
+    # An archive's checksum is its own: a sha256 naming the files inside is refused.
+    ({"vllm_model_models": [{"name": "tiny", "source": "https://models.example/tiny.tar.gz",
+                             "sha256": {"config.json": "a" * 64}}]}, "vllm_model_models[0] (tiny).sha256"),
     ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),
