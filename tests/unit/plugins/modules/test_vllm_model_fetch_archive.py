@@ -8,20 +8,18 @@ previous revision current and nothing left behind."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import os
 import sys
 import tarfile
-import threading
 from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 import published_samples
+from http_origin import http_origin
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info as info
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as rules
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
@@ -31,17 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "stand_ins"))
 from tiny_model import write_tiny_model  # noqa: E402
 
 ZEROS = 64 << 20  # weights that compress to almost nothing: the archive's size says little about them
-
-
-class _Recording(http.server.SimpleHTTPRequestHandler):
-    requests = []
-
-    def log_message(self, *args):
-        pass
-
-    def send_head(self):
-        self.requests.append((self.command, self.path))
-        return super().send_head()
 
 
 def _pack(web, name, model_dir, top="tiny"):
@@ -60,12 +47,8 @@ def origin(tmp_path):
     web.mkdir()
     for seed, name in ((1, "v1.tar.gz"), (2, "v2.tar.gz")):
         _pack(web, name, write_tiny_model(str(tmp_path / name.split(".")[0]), seed=seed))
-    _Recording.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Recording, directory=str(web)))
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield web, "http://127.0.0.1:%d/" % server.server_address[1], tmp_path
-    server.shutdown()
-    server.server_close()
+    with http_origin(web) as server:
+        yield web, server, tmp_path
 
 
 def run_module(capsys, **args):
@@ -81,7 +64,8 @@ def _common(tmp_path, **extra):
 
 
 def test_an_archive_is_placed_file_by_file_and_a_rerun_asks_nothing(capsys, origin):
-    web, url, tmp_path = origin
+    web, server, tmp_path = origin
+    url = server.url + "/"
     placed = run_module(capsys, source=url + "v1.tar.gz", **_common(tmp_path))
     assert placed.get("failed") is not True, placed
     model_dir = tmp_path / "store" / "tiny"
@@ -97,15 +81,16 @@ def test_an_archive_is_placed_file_by_file_and_a_rerun_asks_nothing(capsys, orig
     assert sorted(record["files"]) == sorted(os.listdir(tmp_path / "v1"))
     assert placed["total_bytes"] == sum(entry["size"] for entry in record["files"].values())
     assert sorted(os.listdir(model_dir)) == [".state.json", "current", revision]
-    assert ("GET", "/SHA256SUMS") in _Recording.requests and ("HEAD", "/v1.tar.gz") in _Recording.requests
-    _Recording.requests = []
+    assert ("GET", "/SHA256SUMS") in server.requests and ("HEAD", "/v1.tar.gz") in server.requests
+    server.requests.clear()
     again = run_module(capsys, source=url + "v1.tar.gz", **_common(tmp_path))
     assert again["changed"] is False and again["revision"] == revision
-    assert _Recording.requests == []
+    assert server.requests == []
 
 
 def test_a_corrupted_archive_and_an_unlisted_one_leave_the_previous_revision(capsys, origin):
-    web, url, tmp_path = origin
+    web, server, tmp_path = origin
+    url = server.url + "/"
     first = run_module(capsys, source=url + "v1.tar.gz", **_common(tmp_path))
     model_dir = tmp_path / "store" / "tiny"
     data = (web / "v2.tar.gz").read_bytes()
@@ -130,7 +115,8 @@ def test_a_corrupted_archive_and_an_unlisted_one_leave_the_previous_revision(cap
 
 
 def test_members_too_large_for_the_host_are_refused_before_extraction(capsys, origin, monkeypatch):
-    web, url, tmp_path = origin
+    web, server, tmp_path = origin
+    url = server.url + "/"
     heavy = write_tiny_model(str(tmp_path / "heavy"), seed=3)
     with open(os.path.join(heavy, "model.safetensors"), "ab") as handle:
         handle.write(b"\0" * ZEROS)
