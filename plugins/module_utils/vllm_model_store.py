@@ -20,8 +20,12 @@ import json
 import os
 import re
 import shutil
+from urllib.parse import unquote, urlsplit
 
 SOURCE_KINDS = {"hf": "hf", "file": "host", "controller": "controller", "s3": "s3", "http": "http", "https": "http"}
+# An http(s) source whose URL path ends in one of these is an archive of the model directory (kind "archive"),
+# not the directory of a file list.
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".zip")
 MODEL_KEYS = ("name", "source", "revision", "token", "include", "exclude", "endpoint", "sha256", "sha256sums",
               "region", "endpoint_url", "access_key_id", "secret_access_key", "mirror")
 HUB_ONLY_KEYS = ("token", "include", "exclude", "endpoint")
@@ -31,7 +35,7 @@ S3_ONLY_KEYS = ("region", "endpoint_url", "access_key_id", "secret_access_key")
 # Sources a fleet can fetch once: one host (the controller for controller://) pulls from the origin and
 # publishes to the S3 mirror, the other hosts read the mirror. An s3:// source is already a bucket the
 # fleet reads, a file:// one is already on the host.
-MIRRORED_KINDS = ("hf", "http", "controller")
+MIRRORED_KINDS = ("hf", "http", "archive", "controller")
 SECRET_KEYS = ("token", "secret_access_key")
 # File name patterns of weights: what the tuning has to fit in memory (the rest is config and tokenizer).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt")
@@ -61,7 +65,7 @@ class ModelStoreError(Exception):
     """A model that cannot be placed (origin, checksum, disk); the message says what to do."""
 
 
-def _shown(value):
+def shown(value):
     """A value for an error message: one line, control characters escaped, long values cut."""
     if value == "":
         return "''"  # "(got )" would read as if nothing were shown
@@ -71,13 +75,21 @@ def _shown(value):
 
 
 def _fail(variable, problem, value, advice):
-    raise ModelInputError("%s: %s (got %s); %s" % (variable, problem, _shown(value), advice))
+    raise ModelInputError("%s: %s (got %s); %s" % (variable, problem, shown(value), advice))
 
 
 def source_kind(source):
-    """The kind of a source URI (hf, host, controller, s3, http), or None for an unknown scheme."""
+    """The kind of a source URI (hf, host, controller, s3, http, archive), or None for an unknown scheme."""
     scheme, separator, _rest = source.partition("://")
-    return SOURCE_KINDS.get(scheme) if separator else None
+    kind = SOURCE_KINDS.get(scheme) if separator else None
+    return "archive" if kind == "http" and archive_name(source) else kind
+
+
+def archive_name(source):
+    """The file name of the archive an http(s) URL names (the last part of its path), or None for a directory."""
+    name = unquote(urlsplit(source).path.rpartition("/")[2])
+    return name if any(name.lower().endswith(suffix) and len(name) > len(suffix) for suffix in ARCHIVE_SUFFIXES) \
+        else None
 
 
 def _check_patterns(variable, value):
@@ -91,7 +103,7 @@ def _check_manifest(variable, value):
         _fail(variable, "must be a non-empty mapping of file name to sha256", value,
               "list each file relative to the model directory with its 64-hex sha256")
     for name, digest in value.items():
-        check_relative_path("%s[%s]" % (variable, _shown(name)), name)
+        check_relative_path("%s[%s]" % (variable, shown(name)), name)
         if not isinstance(digest, str) or not _SHA256.match(digest.lower()):
             _fail("%s[%s]" % (variable, name), "is not a sha256 (64 hexadecimal digits)", digest,
                   "copy the digest from sha256sum's output")
@@ -178,6 +190,10 @@ def normalize_model(model, index):
         if not re.match(r"^[^\s/]+/\S*$", location) or "/../" in location + "/":
             _fail(variable + ".source", "must be the URL of the directory that holds the files", source,
                   "write https://host/path/ (the file names come from sha256 or sha256sums)")
+    elif kind == "archive":
+        if not re.match(r"^[^\s/]+/\S*$", location) or "/../" in location:
+            _fail(variable + ".source", "must be the URL of the archive", source,
+                  "write https://host/path/model.tar.gz (%s)" % ", ".join(ARCHIVE_SUFFIXES))
     elif kind != "s3" and (not location.startswith("/") or _CONTROL.search(location) or "/../" in location + "/"):
         _fail(variable + ".source", "must name an absolute directory", source,
               "write %s:///absolute/path" % source.partition("://")[0])
@@ -186,6 +202,11 @@ def normalize_model(model, index):
               "leave it empty to name the revision after the files' checksums")
     if model.get("sha256") is not None:
         _check_manifest(variable + ".sha256", model["sha256"])
+        archive = archive_name(source) if kind == "archive" else None
+        if archive and sorted(model["sha256"]) != [archive]:
+            # The files inside are verified through the archive's own checksum.
+            _fail(variable + ".sha256", "must name the archive %s, and only it" % archive, sorted(model["sha256"]),
+                  "write sha256: {%s: <its sha256>}" % archive)
     sums = model.get("sha256sums")
     if sums is not None:
         if model.get("sha256") is not None:
@@ -193,10 +214,12 @@ def normalize_model(model, index):
         if not isinstance(sums, str) or not sums:
             _fail(variable + ".sha256sums", "must be a file name", sums,
                   "name a SHA256SUMS file (relative to the model directory, or absolute)")
-    if kind in ("host", "http", "s3") and model.get("sha256") is None and sums is None:
+    if kind in ("host", "http", "archive", "s3") and model.get("sha256") is None and sums is None:
         _fail(variable, "a %s source needs checksums to verify against" % source.partition("://")[0], source,
               "set sha256 (file: digest) or sha256sums (a SHA256SUMS file)")
     normalized.update(revision=revision or None, sha256=model.get("sha256"), sha256sums=sums)
+    if kind == "archive":
+        normalized["archive"] = archive_name(source)
     if kind == "s3":
         if model.get("mirror") not in (None, ""):
             _fail(variable + ".mirror", "does not apply to an s3 source", model["mirror"],
@@ -342,7 +365,7 @@ def parse_sha256sums(text, origin):
         match = _SUMS_LINE.match(line.rstrip("\r"))
         if not match:
             raise ModelStoreError("%s line %d is not '<sha256>  <file>' (got %s); write it with sha256sum"
-                                  % (origin, number, _shown(line)))
+                                  % (origin, number, shown(line)))
         name = match.group(2)
         name = name[2:] if name.startswith("./") else name
         check_relative_path("%s line %d" % (origin, number), name)

@@ -19,6 +19,12 @@ description:
     verified, and the directory is renamed into place; C(current) is switched by renaming a new link over it.
     A failure removes the staging directory and leaves the previous revision current.
   - Free disk is checked against the bytes the source announces before the first byte is written.
+  - An HTTP(S) archive (a URL ending in C(.tar), C(.tar.gz), C(.tgz), C(.tar.xz), C(.txz), C(.tar.bz2), C(.tbz2) or
+    C(.zip)) is streamed into C(<store>/<name>/.staging-<revision>.archive), beside the staging directory, and
+    verified against its sha256; its members are checked (regular files and directories only, relative names without
+    C(..)) and weighed, then extracted one by one into the staging directory (one common top-level directory
+    stripped), where every extracted file is verified and recorded like any other source's. The archive file is
+    removed on success and on failure.
   - Hub sources need C(huggingface_hub), S3 sources C(boto3), in the interpreter that runs the module (the role's
     tools venv).
 options:
@@ -45,7 +51,8 @@ options:
   source:
     description:
       - Source URI, C(hf://org/name), C(s3://bucket/prefix) or C(https://host/dir/) (the files named by O(sha256) or
-        O(sha256sums) under that prefix or URL), C(file:///dir/on/host) or C(controller:///dir/on/controller).
+        O(sha256sums) under that prefix or URL), C(https://host/dir/model.tar.gz) (an archive of the model directory,
+        its own checksum in O(sha256) or O(sha256sums)), C(file:///dir/on/host) or C(controller:///dir/on/controller).
     type: str
     required: true
   revision:
@@ -80,10 +87,12 @@ options:
     description: For s3 sources, the secret of O(access_key_id). Never logged.
     type: str
   sha256:
-    description: File name to sha256 for https, file and controller sources.
+    description: File name to sha256 for https, file and controller sources; for an archive, its own file name only.
     type: dict
   sha256sums:
-    description: A SHA256SUMS file, relative to the source directory (or URL) or absolute.
+    description:
+      - A SHA256SUMS file, relative to the source directory (or URL; for an archive, the archive's directory) or
+        absolute. For an archive it must list the archive's file name.
     type: str
   manifest:
     description: For controller sources, the manifest V(manifest) computed on the controller.
@@ -154,17 +163,21 @@ revision:
   returned: always
   type: str
 weight_bytes:
-  description: Bytes of the weight files the source announces (or the record holds), before any download.
+  description:
+    - Bytes of the weight files the source announces (or the record holds), before any download; for a revision this
+      run placed, what the verified files hold. An archive announces only its own size, which stands for its weights
+      until its members are read.
   returned: always
   type: int
 total_bytes:
-  description: Bytes of every file of the model.
+  description: Bytes of every file of the model (for an archive not read yet, the archive's own size).
   returned: always
   type: int
 fit:
   description:
     - For a revision not placed yet, the fit check's numbers per layout checked (C(variable), C(per_rank_gib),
-      C(node), C(node_share_gib), C(kv_budget_gib), C(checked)).
+      C(node), C(node_share_gib), C(kv_budget_gib), C(checked)); for an archive, those of the check with its members'
+      exact sizes.
   returned: when a new revision was weighed
   type: list
   elements: dict
@@ -206,6 +219,7 @@ placed:
 """
 
 import grp
+import hashlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -213,6 +227,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.parse import quote, urljoin
 from ansible.module_utils.urls import open_url
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_archive
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_s3 as s3
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as store_rules
@@ -325,8 +340,9 @@ class Store:
                 return False
         return True
 
-    def check_fit(self, revision, weight_bytes):
-        """Refuse a revision that cannot fit the host's memory per NUMA node, before any byte is written."""
+    def check_fit(self, revision, weight_bytes, consequence=None):
+        """Refuse a revision that cannot fit the host's memory per NUMA node, before any byte is written (or, for an
+        archive, before any is extracted: consequence then says so, and the caller's cleanup what stays current)."""
         fit = self.module.params["fit"] or {}
         if not fit.get("facts"):
             return None
@@ -339,8 +355,8 @@ class Store:
                     memory_headroom_gib=fit.get("memory_headroom_gib"), model="%s at %s" % (self.name, revision),
                     variable=layout["variable"])
             except vllm_tuning.TuningError as error:
-                raise ModelStoreError("%s Nothing was fetched; the previous revision (%s) stays current."
-                                      % (error, self.current or "none"))
+                raise ModelStoreError("%s %s" % (error, consequence or "Nothing was fetched; the previous revision (%s) "
+                                                 "stays current." % (self.current or "none")))
             results.append(dict(checked, variable=layout["variable"]))
         return results
 
@@ -373,15 +389,16 @@ class Store:
                 store_rules.write_state(self.dir, self.state)
         return self.finish(revision, result)
 
-    def fetch(self, revision, record, expected, download, result):
+    def fetch(self, revision, record, expected, download, result, disk_bytes=None):
         """Place a revision not held yet. Before the first byte: weigh it against the host's memory and check free
-        disk, from the sizes the source announced (record). Then download(staging) writes the files into a staging
-        directory on the store's file system, each is verified against expected ({name: {sha256 or git_sha1,
-        size}}), and the directory is renamed into place. A failure removes the staging directory and leaves the
-        previous revision current."""
+        disk (disk_bytes, default the record's total_bytes), from the sizes the source announced (record). Then
+        download(staging) writes the files into a staging directory on the store's file system, each is verified
+        against expected ({name: {sha256 or git_sha1, size}}; None when only the download knows the files, as for an
+        archive: download returns them then), and the directory is renamed into place. A failure removes the
+        staging directory and leaves the previous revision current."""
         _announced(result, record)
         result["fit"] = self.check_fit(revision, record["weight_bytes"])
-        result["free_bytes"] = self.check_disk(revision, record["total_bytes"])
+        result["free_bytes"] = self.check_disk(revision, record["total_bytes"] if disk_bytes is None else disk_bytes)
         result["changed"] = True
         result["_record"] = record
         if self.module.check_mode:
@@ -392,11 +409,12 @@ class Store:
             if os.path.lexists(staging):
                 shutil.rmtree(staging)
             os.mkdir(staging, 0o700)
-            download(staging)
-            files = store_rules.verify_files(staging, expected)
+            listed = download(staging)
+            files = store_rules.verify_files(staging, listed if expected is None else expected)
             record.update(files=files, weight_bytes=store_rules.weight_bytes(
                 dict((name, entry["size"]) for name, entry in files.items())),
                 total_bytes=sum(entry["size"] for entry in files.values()))
+            _announced(result, record)  # what the verified files hold
             self.commit(revision, record, staged=staging)
         except (ModelStoreError, OSError) as error:
             _fail_cleanly(self, staging, error)
@@ -567,6 +585,9 @@ def place_host(store, module):
 
 
 def _http_base(model):
+    """The URL the checksums' file names are relative to: a file list's own URL, an archive's directory."""
+    if model["kind"] == "archive":
+        return urljoin(model["source"], ".")
     return model["source"] if model["source"].endswith("/") else model["source"] + "/"
 
 
@@ -579,11 +600,28 @@ def _http_open(model, url, method="GET", timeout=60, ca_bundle=None):
 
 
 def _http_key(model):
-    """What a re-run without a revision label looks up: the checksums given, or the sums file's URL."""
+    """What a re-run without a revision label looks up: the checksums given, or the sums file's URL (with the
+    archive's name for an archive: one SHA256SUMS file often lists several archives, the name picks the line)."""
     if model.get("sha256"):
         return store_rules.manifest_revision(dict((name, {"sha256": digest.lower()})
                                                   for name, digest in model["sha256"].items()))
-    return "sha256sums:" + urljoin(_http_base(model), model["sha256sums"])
+    key = "sha256sums:" + urljoin(_http_base(model), model["sha256sums"])
+    return key + " " + model["archive"] if model["kind"] == "archive" else key
+
+
+def _http_checksums(model, ca_bundle):
+    """{file: sha256}: the operator's sha256, or the SHA256SUMS file fetched (relative to _http_base, or absolute)."""
+    if model.get("sha256"):
+        return dict((name, digest.lower()) for name, digest in model["sha256"].items())
+    url = urljoin(_http_base(model), model["sha256sums"])
+    return store_rules.parse_sha256sums(_http_open(model, url, ca_bundle=ca_bundle).read().decode("utf-8", "replace"),
+                                        url)
+
+
+def _http_size(model, url, ca_bundle):
+    """The size a HEAD request announces, 0 when the server announces none."""
+    length = _http_open(model, url, method="HEAD", ca_bundle=ca_bundle).headers.get("Content-Length")
+    return int(length) if length and length.isdigit() else 0
 
 
 def place_http(store, module):
@@ -596,35 +634,90 @@ def place_http(store, module):
         return store.reuse(revision, record, result)
     base = _http_base(model)
     ca_bundle = module.params["ca_bundle"]
-    if model.get("sha256"):
-        expected = dict((name, digest.lower()) for name, digest in model["sha256"].items())
-    else:
-        url = urljoin(base, model["sha256sums"])
-        expected = store_rules.parse_sha256sums(_http_open(model, url, ca_bundle=ca_bundle).read().decode(
-            "utf-8", "replace"), url)
+    expected = _http_checksums(model, ca_bundle)
     revision = model["revision"] or store_rules.manifest_revision(
         dict((name, {"sha256": digest}) for name, digest in expected.items()))
     existing = store.placed(revision)
     if existing:
         return store.reuse(revision, existing, result, ref=key)
-    sizes = {}
-    for name in expected:
-        length = _http_open(model, base + quote(name), method="HEAD", ca_bundle=ca_bundle).headers.get(
-            "Content-Length")
-        sizes[name] = int(length) if length and length.isdigit() else 0
+    sizes = dict((name, _http_size(model, base + quote(name), ca_bundle)) for name in expected)
     record = _record(model, revision, key, dict((name, {"sha256": expected[name], "size": sizes[name]})
                                                 for name in expected))
 
     def download(staging):
         for name in sorted(expected):
-            response = _http_open(model, base + quote(name), ca_bundle=ca_bundle)
-            with open(_staged_file(staging, name), "wb") as handle:
-                for block in iter(lambda: response.read(1 << 20), b""):
-                    handle.write(block)
+            _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle)
 
     # A server that announces no Content-Length gives 0 above; the sha256 alone decides then.
     return store.fetch(revision, record, dict((name, {"sha256": expected[name]}) for name in expected), download,
                        result)
+
+
+def _http_stream(model, url, path, ca_bundle, limit=0, digest=None):
+    """Stream url into a new file at path, updating digest (a hashlib object) when given. More bytes than limit
+    (when given) are refused."""
+    response = _http_open(model, url, ca_bundle=ca_bundle)
+    written = 0
+    with open(path, "wb") as handle:
+        for block in iter(lambda: response.read(1 << 20), b""):
+            written += len(block)
+            if limit and written > limit:
+                raise ModelStoreError("%s sends more than the %d bytes it announced" % (url, limit))
+            if digest is not None:
+                digest.update(block)
+            handle.write(block)
+
+
+def place_archive(store, module):
+    """An HTTP(S) archive of the model directory: streamed into a file beside the staging directory (not in it),
+    verified against the archive's sha256, its members checked and weighed with their exact sizes, then extracted
+    member by member into staging, where each extracted file is verified and recorded (sha256 and size)."""
+    model, result = store.model, {"changed": False}
+    key = _http_key(model)
+    revision = model["revision"] or store.state["refs"].get(key)
+    record = store.placed(revision) if revision else None
+    if record:  # decided from the record alone: nothing is asked of the origin
+        return store.reuse(revision, record, result)
+    ca_bundle, name, variable = module.params["ca_bundle"], model["archive"], "vllm_model_models (%s)" % model["name"]
+    listed = _http_checksums(model, ca_bundle)
+    if name not in listed:
+        raise ModelStoreError("%s.sha256sums: %s does not list the archive %s (got %s); add the archive's line, as "
+                              "sha256sum writes it in the archive's directory"
+                              % (variable, urljoin(_http_base(model), model["sha256sums"]), name,
+                                 store_rules.shown(sorted(listed))))
+    digest = listed[name]
+    revision = model["revision"] or store_rules.manifest_revision({name: {"sha256": digest}})
+    existing = store.placed(revision)
+    if existing:
+        return store.reuse(revision, existing, result, ref=key)
+    size = _http_size(model, model["source"], ca_bundle)
+    # Before the download the archive's size is all that is known: it stands for the weights in the fit check, and
+    # twice it (the archive and its files, side by side) for the disk. Both are checked again with the members' exact
+    # sizes once the archive is verified, before anything is extracted.
+    record = _record(model, revision, key, {}, {"weight_bytes": size, "total_bytes": size})
+
+    def download(staging):
+        path = staging + ".archive"  # beside staging, so the directory verified holds the model's files only
+        try:
+            sha256 = hashlib.sha256()
+            _http_stream(model, model["source"], path, ca_bundle, limit=size, digest=sha256)
+            got = sha256.hexdigest()
+            if got != digest:
+                raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
+                                      % (name, got, digest))
+            with vllm_model_archive.ModelArchive(path, name, variable + ".source", model["source"]) as archive:
+                members = archive.members()
+                sizes = dict((member.path, member.size) for member in members if not member.directory)
+                result["fit"] = store.check_fit(revision, store_rules.weight_bytes(sizes),
+                                                consequence="Weighed from the archive's members: nothing was extracted")
+                store.check_disk(revision, sum(sizes.values()))
+                archive.extract(members, staging)
+            return dict((member, {"size": sizes[member]}) for member in sizes)
+        finally:
+            if os.path.lexists(path):
+                os.unlink(path)
+
+    return store.fetch(revision, record, None, download, result, disk_bytes=2 * size)
 
 
 def _staged_file(staging, name):
@@ -718,7 +811,7 @@ def _source_ref(model, manifest=None):
     manifest's revision (controller)."""
     if model["kind"] == "hf":
         return model["revision"]
-    if model["kind"] == "http":
+    if model["kind"] in ("http", "archive"):
         return _http_key(model)
     return model["revision"] or store_rules.manifest_revision(manifest or {})
 
@@ -860,7 +953,8 @@ def place_controller(store, module):
     return store.finish(revision, result)
 
 
-PLACE = {"hf": place_hub, "host": place_host, "http": place_http, "s3": place_s3, "controller": place_controller}
+PLACE = {"hf": place_hub, "host": place_host, "http": place_http, "archive": place_archive, "s3": place_s3,
+         "controller": place_controller}
 
 
 def run(module):

@@ -1,7 +1,7 @@
 """vllm_model on one native Debian 12 container: the hub source through the real huggingface_hub client
 (against the hub stand-in, the real hub being unreachable here), the S3 source through the real boto3
-(against moto's S3 server on the loopback, IAM enforced), the controller-directory, HTTP file list
-(Python's own http.server on the loopback) and host-path sources, and bad input.
+(against moto's S3 server on the loopback, IAM enforced), the controller-directory, HTTP file list and
+HTTP archive (Python's own http.server on the loopback) and host-path sources, and bad input.
 
 The tests share one container and run in file order, each building on the store the previous one
 left: placed and verified; re-run changed=0 with the hub stopped; a revision switch keeping the old
@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.request
 from pathlib import Path
@@ -241,6 +242,13 @@ def test_pruning_keeps_current_and_the_one_before(host, hub, tmp_path):
     assert entries(host) == [".state.json", COMMITS["v3"], "current"]
 
 
+def pack(model_dir, archive):
+    """A tar.gz of model_dir under one top directory (as people pack a model); the archive's sha256."""
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(model_dir, arcname="qwen")
+    return hashlib.sha256(Path(archive).read_bytes()).hexdigest()
+
+
 def test_controller_http_and_host_path_sources(host, tmp_path):
     pushed = write_tiny_model(str(tmp_path / "pushed"), seed=21)
     local = write_tiny_model(str(tmp_path / "local"), seed=22)
@@ -249,6 +257,9 @@ def test_controller_http_and_host_path_sources(host, tmp_path):
         sums = subprocess.run("sha256sum *", shell=True, cwd=directory, capture_output=True, text=True,
                               check=True).stdout
         Path(directory, "SHA256SUMS").write_text(sums)
+    # An archive beside the file list, its line in the web root's SHA256SUMS (placed by the same runs).
+    packed = write_tiny_model(str(tmp_path / "packed"), seed=24)
+    (tmp_path / "web" / "SHA256SUMS").write_text("%s  tiny.tar.gz\n" % pack(packed, tmp_path / "web" / "tiny.tar.gz"))
     host.exec("mkdir -p /srv/models")
     subprocess.run(["podman", "cp", local, "%s:/srv/models/local" % host.name], check=True)
     port = _free_port()
@@ -256,7 +267,8 @@ def test_controller_http_and_host_path_sources(host, tmp_path):
                             str(tmp_path / "web")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     models = [{"name": "pushed", "source": "controller://" + pushed},
               {"name": "local", "source": "file:///srv/models/local", "sha256sums": "SHA256SUMS"},
-              {"name": "web", "source": "http://127.0.0.1:%d/tiny/" % port, "sha256sums": "SHA256SUMS"}]
+              {"name": "web", "source": "http://127.0.0.1:%d/tiny/" % port, "sha256sums": "SHA256SUMS"},
+              {"name": "packed", "source": "http://127.0.0.1:%d/tiny.tar.gz" % port, "sha256sums": "SHA256SUMS"}]
     try:
         time.sleep(0.5)
         result = place(host, tmp_path, models)
@@ -264,9 +276,12 @@ def test_controller_http_and_host_path_sources(host, tmp_path):
         web.terminate()
         web.wait(10)
     assert result.returncode == 0, result.stdout[-3000:]
-    assert [result.placed[name]["source"] for name in ("pushed", "local", "web")] == ["controller", "host", "http"]
+    assert [result.placed[name]["source"] for name in ("pushed", "local", "web", "packed")] == [
+        "controller", "host", "http", "archive"]
     assert result.placed["pushed"]["revision"].startswith("sha256-")
-    for name, directory in (("pushed", pushed), ("web", served)):
+    # The archive's top directory is stripped, and nothing but the revision is left beside it.
+    assert entries(host, "packed") == [".state.json", "current", result.placed["packed"]["revision"]]
+    for name, directory in (("pushed", pushed), ("web", served), ("packed", packed)):
         for file_name in ("config.json", "model.safetensors", "tokenizer_config.json"):
             expected = hashlib.sha256(Path(directory, file_name).read_bytes()).hexdigest()
             assert sha256_in(host, "%s/%s/current/%s" % (STORE, name, file_name)) == expected
@@ -278,6 +293,35 @@ def test_controller_http_and_host_path_sources(host, tmp_path):
     host.exec("echo tampered >> /srv/models/local/config.json")
     refused = place(host, tmp_path, models)
     assert refused.returncode != 0 and "config.json has sha256" in refused.stdout
+
+
+def test_a_corrupted_archive_is_refused_and_the_previous_revision_stays_current(host, tmp_path):
+    # The archive placed by test_controller_http_and_host_path_sources (which also re-ran it with the origin
+    # stopped) is the previous revision; a new one is pinned by its sha256, and the bytes served differ by one bit.
+    previous = current(host, "packed")
+    assert previous.startswith("sha256-"), "runs after test_controller_http_and_host_path_sources"
+    (tmp_path / "web").mkdir()
+    archive = tmp_path / "web" / "tiny.tar.gz"
+    digest = pack(write_tiny_model(str(tmp_path / "v2"), seed=25), archive)
+    data = archive.read_bytes()
+    archive.write_bytes(data[:-9] + bytes([data[-9] ^ 1]) + data[-8:])
+    port = _free_port()
+    web = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory",
+                            str(tmp_path / "web")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        result = place(host, tmp_path, [{"name": "packed", "source": "http://127.0.0.1:%d/tiny.tar.gz" % port,
+                                         "sha256": {"tiny.tar.gz": digest}}])
+    finally:
+        web.terminate()
+        web.wait(10)
+    assert result.returncode != 0
+    assert "packed: tiny.tar.gz has sha256 %s, expected %s: a corrupted download" % (
+        hashlib.sha256(archive.read_bytes()).hexdigest(), digest) in result.stdout, result.stdout[-3000:]
+    assert "the previous revision (%s) stays current" % previous in result.stdout
+    assert current(host, "packed") == previous
+    # No staging directory, no archive file: the store holds what it held.
+    assert entries(host, "packed") == [".state.json", "current", previous]
 
 
 def test_s3_source_with_keys_rerun_offline_and_access_denied(host, tmp_path):

@@ -135,6 +135,9 @@ CASES = [
                              "mirror": "s3://fleet-cache/models"}]}, "vllm_model_models[0] (local).mirror"),
     ({"vllm_model_models": [dict(HUB_MODEL, mirror="s3://fleet-cache/models", region="Frankfurt")]},
      "vllm_model_models[0] (tiny).region"),
+    # An archive's checksum is its own: a sha256 naming the files inside is refused.
+    ({"vllm_model_models": [{"name": "tiny", "source": "https://models.example/tiny.tar.gz",
+                             "sha256": {"config.json": "a" * 64}}]}, "vllm_model_models[0] (tiny).sha256"),
     ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),

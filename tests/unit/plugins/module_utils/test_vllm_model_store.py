@@ -38,7 +38,9 @@ def test_good_models_of_every_implemented_kind_pass():
           {"name": "local", "source": "file:///srv/models/x", "sha256": {"model.safetensors": DIGEST}},
           {"name": "sums", "source": "file:///srv/models/y", "sha256sums": "SHA256SUMS", "revision": "v1"},
           {"name": "pushed", "source": "controller:///home/me/models/tiny"},
-          {"name": "web", "source": "https://models.example.com/tiny/", "sha256sums": "SHA256SUMS"})
+          {"name": "web", "source": "https://models.example.com/tiny/", "sha256sums": "SHA256SUMS"},
+          {"name": "packed", "source": "https://models.example.com/tiny.tar.gz", "sha256sums": "SHA256SUMS"},
+          {"name": "zipped", "source": "http://models.example.com/tiny.zip", "sha256": {"tiny.zip": DIGEST}})
 
 
 def test_s3_model_is_normalized_and_its_secret_never_reaches_a_message():
@@ -57,6 +59,36 @@ def test_s3_model_is_normalized_and_its_secret_never_reaches_a_message():
     assert message.startswith("vllm_model_models[0] (s).region: only applies to s3://")
     message = refused({"name": "h", "source": "file:///m", "sha256sums": "S", "secret_access_key": "very/secret"})
     assert "(got (hidden))" in message and "very/secret" not in message
+
+
+@pytest.mark.parametrize("suffix", [".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".zip", ".TAR.GZ"])
+def test_an_http_url_ending_in_an_archive_suffix_is_an_archive(suffix):
+    name = "qwen-0.5b" + suffix
+    model = {"name": "q", "source": "https://models.example/qwen/%s?X-Signature=1" % name, "sha256": {name: DIGEST}}
+    normalized = rules.normalized_models({"vllm_model_models": [model]})[0]
+    assert (normalized["kind"], normalized["archive"]) == ("archive", name)
+    # The name is the file name as sha256sum prints it: a percent-encoded URL names "qwen 0.5b.zip".
+    assert rules.archive_name("http://h/m/qwen%200.5b.zip") == "qwen 0.5b.zip"
+    for directory in ("https://models.example/qwen/", "https://models.example/qwen.tar.gz/", "https://h/.tar.gz"):
+        assert rules.source_kind(directory) == "http" and rules.archive_name(directory) is None
+
+
+@pytest.mark.parametrize("model, variable, words", [
+    ({"name": "x", "source": "https://h/m/tiny.tar.gz", "sha256": {"config.json": DIGEST}},
+     "vllm_model_models[0] (x).sha256", "must name the archive tiny.tar.gz, and only it (got [\"config.json\"])"),
+    ({"name": "x", "source": "https://h/m/tiny.tar.gz", "sha256": {"tiny.tar.gz": DIGEST, "config.json": DIGEST}},
+     "vllm_model_models[0] (x).sha256", "and only it"),
+    ({"name": "x", "source": "https://h/m/tiny.zip"}, "vllm_model_models[0] (x)", "needs checksums"),
+    ({"name": "x", "source": "https://h/m/tiny.zip", "sha256sums": "S", "include": ["*.json"]},
+     "vllm_model_models[0] (x).include", "only applies to hf://"),
+    ({"name": "x", "source": "https:///tiny.zip", "sha256sums": "S"}, "vllm_model_models[0] (x).source",
+     "URL of the archive"),
+    ({"name": "x", "source": "https://h/a/../tiny.zip", "sha256sums": "S"}, "vllm_model_models[0] (x).source",
+     "URL of the archive"),
+])
+def test_bad_archive_sources_name_the_variable(model, variable, words):
+    message = refused(model)
+    assert message.startswith(variable + ": ") and words in message, message
 
 
 def test_normalized_model_splits_kind_and_location():

@@ -7,34 +7,21 @@ revision current and fetching nothing but the sizes (HEAD requests)."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import os
-import threading
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 import published_samples
+from http_origin import http_origin
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info as info
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
 
 HUGE = 200 * 10 ** 9
 MID = 40 * 1024 ** 3  # fits the sample's node alone, not as one of four instances on it
-
-
-class _Recording(http.server.SimpleHTTPRequestHandler):
-    requests = []
-
-    def log_message(self, *args):
-        pass
-
-    def send_head(self):
-        self.requests.append((self.command, self.path))
-        return super().send_head()
 
 
 @pytest.fixture()
@@ -45,14 +32,8 @@ def origin(tmp_path):
         (root / revision / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
         with open(root / revision / "model.safetensors", "wb") as handle:
             handle.truncate(size)  # sparse: the size is announced, no disk is used
-    _Recording.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(_Recording, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield root, "http://127.0.0.1:%d" % server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with http_origin(root) as server:
+        yield root, server
 
 
 def _sums(directory):
@@ -74,7 +55,8 @@ def fit(**extra):
 
 
 def test_a_model_too_large_is_refused_before_the_download_and_the_previous_stays(capsys, tmp_path, origin):
-    root, url = origin
+    root, server = origin
+    url = server.url
     store = tmp_path / "store"
     common = {"store": str(store), "name": "tiny", "keep": 2, "min_free_disk_gib": 0}
     placed = run_module(capsys, source=url + "/small/", revision="small", sha256=_sums(root / "small"),
@@ -82,7 +64,7 @@ def test_a_model_too_large_is_refused_before_the_download_and_the_previous_stays
     assert placed.get("failed") is not True, placed
     assert placed["fit"][0]["checked"] is True and placed["fit"][0]["variable"] == "vllm_serve_instances[0] (main)"
     assert placed["fit"][0]["node_share_gib"] > 100
-    _Recording.requests = []
+    server.requests.clear()
 
     refused = run_module(capsys, source=url + "/huge/", revision="huge", sha256=_sums(root / "huge"),
                          fit=fit(), **common)
@@ -93,24 +75,26 @@ def test_a_model_too_large_is_refused_before_the_download_and_the_previous_stays
     assert "weights 186.3 GiB / TP 1 + KV cache floor 1 GiB" in message
     assert "Nothing was fetched; the previous revision (small) stays current." in message
     # Only the sizes were asked for: no byte of the model was downloaded.
-    assert sorted(_Recording.requests) == [("HEAD", "/huge/config.json"), ("HEAD", "/huge/model.safetensors")]
+    assert sorted(server.requests) == [("HEAD", "/huge/config.json"), ("HEAD", "/huge/model.safetensors")]
     assert os.readlink(store / "tiny" / "current") == "small"
     assert sorted(os.listdir(store / "tiny")) == [".state.json", "current", "small"]
 
 
 def test_the_rerun_of_a_placed_revision_asks_the_origin_nothing(capsys, tmp_path, origin):
-    root, url = origin
+    root, server = origin
+    url = server.url
     common = {"store": str(tmp_path / "store"), "name": "tiny", "source": url + "/small/", "revision": "small",
               "sha256": _sums(root / "small"), "min_free_disk_gib": 0}
     assert run_module(capsys, fit=fit(), **common)["changed"] is True
-    _Recording.requests = []
+    server.requests.clear()
     again = run_module(capsys, fit=fit(), **common)
     assert again["changed"] is False and "fit" not in again
-    assert _Recording.requests == []
+    assert server.requests == []
 
 
 def test_the_layout_of_the_instances_that_name_the_model_is_what_is_weighed(capsys, tmp_path, origin):
-    root, url = origin
+    root, server = origin
+    url = server.url
     facts = fit()["facts"]
     assert info.check_fit(facts, MID)["checked"] is True  # alone on the node, 40 GiB fits
     # Four instances share the sample's single NUMA node: each rank gets a quarter of it. The one that

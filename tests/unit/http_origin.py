@@ -1,0 +1,34 @@
+"""A real HTTP origin for the module tests: Python's own http.server on the loopback, serving a directory and
+recording each request's method and path, so that a test can show what a module asked the origin (and that a
+re-run asked it nothing)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import threading
+
+
+class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def send_head(self):
+        self.server.requests.append((self.command, self.path))
+        return super().send_head()
+
+
+@contextlib.contextmanager
+def http_origin(directory):
+    """Serve directory; yields the server, with .url (http://127.0.0.1:<port>) and .requests [(method, path)]."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(_RecordingHandler, directory=str(directory)))
+    server.requests = []
+    server.url = "http://127.0.0.1:%d" % server.server_address[1]
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
