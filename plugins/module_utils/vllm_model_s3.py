@@ -73,9 +73,9 @@ def error_line(model, target, error, key="source", permission="s3:GetObject"):
         return ModelStoreError("%s.%s: the bucket of %s does not exist (got %s); check %s" % (
             variable, key, target, code, key))
     if type(error).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+        reason = type(error).__name__
         return ModelStoreError("%s.%s: no AWS credentials for %s (got %s); attach an instance profile to the host "
-                               "or set access_key_id and secret_access_key" % (variable, key, target,
-                                                                                type(error).__name__))
+                               "or set access_key_id and secret_access_key" % (variable, key, target, reason))
     if type(error).__name__ == "NoRegionError":
         return ModelStoreError("%s.region: no region for %s (got none); set region" % (variable, target))
     return ModelStoreError("%s.endpoint_url: %s cannot be reached for %s (got %s: %s); check endpoint_url, region, "

@@ -862,8 +862,8 @@ def seed_mirror(store, module):
     result["changed"] = True
     if not module.check_mode:
         result["uploaded_bytes"] = mirror.publish(os.path.join(store.dir, revision), revision, record["files"], ref)
-    return dict(result, revision=revision, manifest=dict((name, entry["sha256"])
-                                                          for name, entry in record["files"].items()))
+    published = dict((name, entry["sha256"]) for name, entry in record["files"].items())
+    return dict(result, revision=revision, manifest=published)
 
 
 def seed_mirror_from_controller(module):

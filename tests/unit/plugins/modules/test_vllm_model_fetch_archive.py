@@ -9,24 +9,22 @@ previous revision current and nothing left behind."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 import published_samples
 from http_origin import http_origin
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info as info
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as rules
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
-from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "stand_ins"))
 from tiny_model import write_tiny_model  # noqa: E402
+from model_fetch import run_module  # noqa: E402
 
 ZEROS = 64 << 20  # weights that compress to almost nothing: the archive's size says little about them
 
@@ -49,13 +47,6 @@ def origin(tmp_path):
         _pack(web, name, write_tiny_model(str(tmp_path / name.split(".", 1)[0]), seed=seed))
     with http_origin(web) as server:
         yield web, server, tmp_path
-
-
-def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            vllm_model_fetch.main()
-    return json.loads(capsys.readouterr().out)
 
 
 def _common(tmp_path, sums="SHA256SUMS"):

@@ -12,13 +12,12 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 import published_samples
 from http_origin import http_origin
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info as info
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
-from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
+from model_fetch import run_module  # noqa: E402
 
 HUGE = 200 * 10 ** 9
 MID = 40 * 1024 ** 3  # fits the sample's node alone, not as one of four instances on it
@@ -40,13 +39,6 @@ def _sums(directory):
     return dict((name, hashlib.sha256((directory / name).read_bytes()).hexdigest() if name == "config.json"
                  or os.path.getsize(directory / name) < 1 << 20 else "0" * 64)
                 for name in ("config.json", "model.safetensors"))
-
-
-def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            vllm_model_fetch.main()
-    return json.loads(capsys.readouterr().out)
 
 
 def fit(**extra):

@@ -13,15 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.arm_inference.vllm.plugins.filter.vllm_model import vllm_model_seeder
-from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
 
 STAND_INS = Path(__file__).resolve().parents[3] / "stand_ins"
 sys.path.insert(0, str(STAND_INS))
 from s3_origin import REGION, S3Origin  # noqa: E402
 from tiny_model import write_tiny_model  # noqa: E402
+from model_fetch import run_module  # noqa: E402
 
 BUCKET = "fleet-cache"
 
@@ -43,13 +42,6 @@ def mirror(tmp_path_factory):
     server.enforce_iam()
     yield server, keys
     server.stop()
-
-
-def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            vllm_model_fetch.main()
-    return json.loads(capsys.readouterr().out)
 
 
 def manifest_of(capsys, source):

@@ -13,14 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
 
 STAND_INS = Path(__file__).resolve().parents[3] / "stand_ins"
 sys.path.insert(0, str(STAND_INS))
 from s3_origin import REGION, S3Origin, free_port  # noqa: E402
 from tiny_model import write_tiny_model  # noqa: E402
+from model_fetch import run_module  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +37,6 @@ def origin(tmp_path_factory):
     server.enforce_iam()
     yield server, keys, models
     server.stop()
-
-
-def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            vllm_model_fetch.main()
-    return json.loads(capsys.readouterr().out)
 
 
 def s3_args(server, keys, store, label, bucket="models", **extra):

@@ -11,7 +11,6 @@ import functools
 import hashlib
 import http.server
 import ipaddress
-import json
 import os
 import ssl
 import sys
@@ -19,17 +18,16 @@ import threading
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "stand_ins"))
 from s3_origin import REGION, S3Origin  # noqa: E402
 from tiny_model import write_tiny_model  # noqa: E402
+from model_fetch import run_module  # noqa: E402
 
 
 def _certificate(subject, issuer, public_key, signing_key, ca):
@@ -58,13 +56,6 @@ def pki(tmp_path_factory):
     (root / "server.key").write_bytes(server_key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     return root
-
-
-def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            vllm_model_fetch.main()
-    return json.loads(capsys.readouterr().out)
 
 
 def test_https_and_s3_downloads_trust_the_bundle_given(capsys, tmp_path, pki):
