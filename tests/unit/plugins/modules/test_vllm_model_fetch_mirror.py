@@ -61,6 +61,12 @@ def test_controller_publishes_once_and_hosts_place_from_the_mirror(capsys, tmp_p
     manifest = manifest_of(capsys, model)
     seed_args = mirrored(server, keys["seeder"], model, action="seed", revision=manifest["revision"],
                          manifest=manifest["manifest"])
+    # Check mode reports the upload and makes none.
+    checked = run_module(capsys, **dict(seed_args, _ansible_check_mode=True))
+    assert checked["changed"] and "uploaded_bytes" not in checked
+    assert "Contents" not in server.client(
+        aws_access_key_id=keys["seeder"]["access_key_id"], aws_secret_access_key=keys["seeder"]["secret_access_key"]
+    ).list_objects_v2(Bucket=BUCKET, Prefix="models/tiny/")
     seeded = run_module(capsys, **seed_args)
     assert seeded.get("failed") is not True, seeded
     assert seeded["changed"] and seeded["seeded_from"] == "controller"
