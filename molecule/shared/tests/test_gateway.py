@@ -159,6 +159,22 @@ def test_file_sd_targets_list_every_instance(host):  # pylint: disable=unused-ar
         assert group["targets"][0].endswith(":9180")
 
 
+def test_a_reload_keeps_the_master_and_the_gateway_healthy(host):
+    # What the role does when haproxy.cfg or a map changes (a key rotation): the unit's own reload.
+    before = host.check_output("systemctl show -P MainPID haproxy.service")
+    reload = host.run("systemctl reload haproxy.service")
+    assert reload.rc == 0, reload.stderr + host.run("journalctl --no-pager -n 20 -u haproxy.service").stdout
+    assert host.check_output("systemctl show -P MainPID haproxy.service") == before
+    # The new worker checks the instances again: /health may answer 503 for a moment.
+    health = host.check_output("%s - <<'EOF'\nimport ssl, time, urllib.error, urllib.request\nstatus = None\n"
+                               "for attempt in range(30):\n    try:\n        status = urllib.request.urlopen("
+                               "'https://127.0.0.1:8443/health', context=ssl.create_default_context(cafile='%s'))"
+                               ".status\n        break\n    except urllib.error.HTTPError as error:\n"
+                               "        status = error.code\n        time.sleep(0.5)\nprint(status)\nEOF"
+                               % (PYTHON, CERTIFICATE))
+    assert health.strip() == "200"
+
+
 def test_serve_again_changes_nothing_and_keeps_the_gateway_running(host):
     before = host.check_output("systemctl show -P MainPID haproxy.service; md5sum /etc/haproxy/haproxy.cfg")
     returncode, output = run_playbook("arm_inference.vllm.serve")
