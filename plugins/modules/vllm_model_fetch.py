@@ -111,9 +111,9 @@ options:
     description:
       - What the fit check weighs a new revision against, before its first byte is downloaded (or, for a
         controller source, copied). C(facts) is C(ansible_facts.arm_inference_host) (the host_facts module);
-        C(instances) and C(serve_model) are C(vllm_serve_instances) and C(vllm_serve_model) (every instance that
-        names this model is checked in its layout, or the single-instance layout when none does);
-        C(kv_cache_min_gib) and C(memory_headroom_gib) are vllm_serve's floor and headroom.
+        C(instances) and C(serve_model) are vllm_serve's instances and default model as its contract publishes
+        them (every instance that names this model is checked in its layout, or the single-instance layout when
+        none does); C(kv_cache_min_gib) and C(memory_headroom_gib) are vllm_serve's floor and headroom.
       - A revision already placed is not checked again (a re-run reads no metadata). Without C(facts) nothing is
         checked.
     type: dict
