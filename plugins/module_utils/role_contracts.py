@@ -48,6 +48,11 @@ CONTRACTS = {
     "vllm_build": {
         "root": "vllm_build_root",
     },
+    # The model store (<store>/<name>/<revision>, a current link per model), for the vllm_model_fetch
+    # module's activate action (vllm_rollout's rollback).
+    "vllm_model": {
+        "store": "vllm_model_store",
+    },
     # The venv that builds vLLM and the account that owns it; the collection's package sources, which
     # every pip run of the collection uses (index URLs may carry credentials: the fact is set no_log).
     "python_venv": {

@@ -35,6 +35,8 @@ OWNED = {
     # The release root itself and anything under its current link (a release's venv, its Python).
     "vllm_build": [r"/opt/vllm(?![\w/.-])", re.escape("/opt/vllm/current")],
     "python_venv": [re.escape("/opt/vllm/venv") + r"(?![\w.-])"],
+    # The model store.
+    "vllm_model": [re.escape("/var/lib/vllm-models")],
 }
 
 
