@@ -144,6 +144,10 @@ def test_the_inventory_moves_every_consumer_with_the_owner():
     assert _render(consumers["vllm_build"]["vllm_build_venv_path"], inventory) == "/srv/venvs/build"
     assert _render(consumers["vllm_build"]["vllm_build_user"], inventory) == "builder"
     assert _render_role_var("vllm_model", "_vllm_model_group", dict(inventory, vllm_model_group="")) == "inference"
+    # The rollback activates the previous model revisions in the store vllm_model places them in.
+    store = "_vllm_rollout_model_store"
+    assert _render_role_var("vllm_rollout", store, {}) == owner_values("vllm_model")["vllm_model_store"]
+    assert _render_role_var("vllm_rollout", store, {"vllm_model_store": "/srv/models"}) == "/srv/models"
 
 
 def test_a_published_fact_wins_over_the_owners_files():
@@ -243,9 +247,9 @@ def test_no_role_reads_another_roles_defaults_or_vars(role, path):
 
 def test_the_read_scan_finds_the_reads_this_collection_once_had():
     # vllm_model's vars, before vllm_serve's and python_venv's contracts published the fit and pip settings.
-    assert files_of_other_roles_read(
-        "_vllm_model_serve_defaults: \"{{ lookup('ansible.builtin.file', role_path ~ '/../vllm_serve/defaults/main.yml')"
-        " | from_yaml }}\"", "vllm_model") == ["vllm_serve/defaults/"]
+    copied = "{{ lookup('ansible.builtin.file', role_path ~ '/../vllm_serve/defaults/main.yml') | from_yaml }}"
+    assert files_of_other_roles_read("_vllm_model_serve_defaults: \"%s\"" % copied, "vllm_model") == [
+        "vllm_serve/defaults/"]
     assert files_of_other_roles_read("file: \"{{ role_path }}/../python_venv/vars/{{ key }}.yml\"",
                                      "vllm_model") == ["python_venv/vars/"]
     assert files_of_other_roles_read("src: roles/vllm_build/vars/main.yml", "vllm_rollout") == ["vllm_build/vars/"]
