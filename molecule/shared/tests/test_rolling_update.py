@@ -12,13 +12,14 @@ import json
 import os
 import re
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
 import testinfra
 
 import test_site
-from serve_checks import only_in_scenario, run_playbook
+from serve_checks import only_in_scenario, run_playbook, write_report
 
 pytestmark = only_in_scenario("rolling_update", "only the rolling_update scenario rolls an update out")
 
@@ -27,6 +28,17 @@ HEALTH = "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0
 # placed by vllm_model in its default store.
 CONTROLLER_MODEL = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "models", "tiny")
 STORE = "/var/lib/vllm-models/tiny"
+# Seconds each rolling_update.yml run took, reported (not asserted) after the scenario.
+SECONDS = {}
+
+
+def roll_out(name, *extra_vars):
+    """rolling_update.yml with `extra_vars`, timed under `name` in the scenario's report."""
+    started = time.monotonic()
+    result = run_playbook("arm_inference.vllm.rolling_update", *extra_vars)
+    SECONDS[name] = round(time.monotonic() - started, 1)
+    write_report("rolling-update-seconds", SECONDS)
+    return result
 
 
 def state(host):
@@ -66,7 +78,7 @@ def rollout():
     old = models_before[0][0]
     assert models_before == [(old, old, [old])] * 3, models_before
     weights = new_model_revision()
-    returncode, output = run_playbook("arm_inference.vllm.rolling_update", "vllm_build_git_ref=v0.32.1")
+    returncode, output = roll_out("release and model, fails at host 2", "vllm_build_git_ref=v0.32.1")
     return SimpleNamespace(fleet=fleet, before=before, returncode=returncode, output=output,
                            after=[state(host) for host in fleet], rotations=[rotation(host) for host in fleet],
                            models_before=models_before, models_after=[model(host) for host in fleet], weights=weights)
@@ -145,7 +157,7 @@ def test_a_ref_that_does_not_compile_stops_the_rollout_at_host_1_and_touches_no_
     fleet = rollout.fleet
     before = [state(host) for host in fleet]
     assert all(health == "200" for dummy, dummy, health in before), before
-    returncode, output = run_playbook("arm_inference.vllm.rolling_update", "vllm_build_git_ref=v0.32.2-broken")
+    returncode, output = roll_out("build fails at host 1", "vllm_build_git_ref=v0.32.2-broken")
     assert returncode != 0, output[-3000:]
     assert "vllm_rollout: the update of rolling-1 failed" in output, output[-3000:]
     assert "fixture_undeclared_bias" in output, output[-3000:]
@@ -158,7 +170,7 @@ def test_a_model_that_cannot_be_placed_stops_the_rollout_at_host_1_before_it_lea
     fleet = rollout.fleet
     before = [(state(host), model(host), rotation(host)) for host in fleet]
     missing = {"vllm_model_models": [{"name": "tiny", "source": "controller://" + CONTROLLER_MODEL + "-missing"}]}
-    returncode, output = run_playbook("arm_inference.vllm.rolling_update", json.dumps(missing))
+    returncode, output = roll_out("model placement fails at host 1", json.dumps(missing))
     assert returncode != 0, output[-3000:]
     assert "vllm_rollout: placing the models on rolling-1 failed" in output, output[-3000:]
     assert "Nothing that serves changed and the host did not leave the rotation. The rollout stops here." in output
