@@ -17,7 +17,7 @@ description:
     they never copy the owner's literals.
 options:
   _terms:
-    description: Owning roles, C(vllm_serve), C(vllm_build) or C(python_venv).
+    description: Owning roles, C(vllm_serve), C(vllm_build), C(python_venv), C(vllm_gateway) or C(vllm_model).
     type: list
     elements: str
     required: true
@@ -33,8 +33,13 @@ RETURN = r"""
 _raw:
   description:
     - One dict per role. C(vllm_serve) has C(config_dir), C(unit_dir), C(unit_pattern), C(marker), C(endpoints_file),
-      C(venv_path), C(python), C(health_timeout), C(user) and C(group); C(vllm_build) has C(root), C(current) and
-      C(current_venv); C(python_venv) has C(path), C(interpreter), C(user) and C(group).
+      C(venv_path), C(python), C(health_timeout), C(user), C(group), C(instances) (each instance's C(name), C(model)
+      and C(tensor_parallel_size) where it sets them), C(default_model), C(kv_cache_min_gib) and
+      C(memory_headroom_gib) (numbers, or null for the default headroom); C(vllm_build) has C(root), C(current) and
+      C(current_venv); C(python_venv) has C(path), C(interpreter), C(user), C(group) and its package sources
+      C(pip_index_url), C(pip_extra_index_urls), C(pip_find_links), C(pip_no_index), C(pip_trusted_hosts),
+      C(pip_ca_bundle) and C(pip_timeout) (index URLs may carry credentials); C(vllm_gateway) has C(enabled) and
+      C(endpoints_file); C(vllm_model) has C(store).
   type: list
   elements: dict
 """

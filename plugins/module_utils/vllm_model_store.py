@@ -118,6 +118,14 @@ def check_relative_path(variable, name):
               "name files like config.json or subdir/model.safetensors")
 
 
+def check_model_name(name, variable):
+    """A model's name: its directory in the store."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        _fail(variable, "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+              name, "pick a directory-safe name such as llama-3.1-8b")
+    return name
+
+
 def normalize_model(model, index):
     """One entry of vllm_model_models, checked, with its source kind and location split out."""
     variable = "vllm_model_models[%d]" % index
@@ -128,10 +136,7 @@ def normalize_model(model, index):
         # Only the keys are shown: the entry may hold a token.
         _fail(variable, "has unknown keys", unknown,
               "use only %s; a model has exactly one source, its source URI" % ", ".join(MODEL_KEYS))
-    name = model.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        _fail(variable + ".name", "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
-              name, "pick a directory-safe name such as llama-3.1-8b")
+    name = check_model_name(model.get("name"), variable + ".name")
     variable = "vllm_model_models[%d] (%s)" % (index, name)
     source = model.get("source")
     if isinstance(source, list):
@@ -558,11 +563,14 @@ def now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def placed_fact(store, name, record):
+def placed_fact(store, name, record, previous=None):
     """What vllm_serve reads for a model: the stable path, the resolved revision, the revision's own
-    directory (a unit that names it changes, and restarts, when the revision does) and the source kind."""
+    directory (a unit that names it changes, and restarts, when the revision does) and the source kind;
+    and the revision current before this placement (None on the first), which units written before it
+    may still name: vllm_rollout makes it current again when it rolls a host back."""
     return {"path": os.path.join(store, name, CURRENT), "revision": record["revision"],
-            "revision_path": os.path.join(store, name, record["revision"]), "source": record["kind"]}
+            "revision_path": os.path.join(store, name, record["revision"]), "source": record["kind"],
+            "previous_revision": previous}
 
 
 def serving_layouts(name, instances, serve_model=""):

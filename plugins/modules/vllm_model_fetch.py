@@ -39,8 +39,11 @@ options:
       - V(seed) (a model with O(mirror)) makes the mirror hold that revision, from this host's store, or else from
         the origin (placing it on this host too); for a controller source it runs on the controller and publishes
         the directory.
+      - V(activate) makes O(revision), a revision the store already holds intact, current again, without fetching or
+        pruning anything (the rolling update's rollback, to the revision its restored units name). Needs O(store),
+        O(name) and O(revision); O(source) is not used.
     type: str
-    choices: [place, plan, manifest, status, seed]
+    choices: [place, plan, manifest, status, seed, activate]
     default: place
   store:
     description: Root of the model store.
@@ -53,8 +56,8 @@ options:
       - Source URI, C(hf://org/name), C(s3://bucket/prefix) or C(https://host/dir/) (the files named by O(sha256) or
         O(sha256sums) under that prefix or URL), C(https://host/dir/model.tar.gz) (an archive of the model directory,
         its own checksum in O(sha256) or O(sha256sums)), C(file:///dir/on/host) or C(controller:///dir/on/controller).
+      - Required by every action but V(activate).
     type: str
-    required: true
   revision:
     description: Hub commit, tag or branch; for other sources a label (default, derived from the checksums).
     type: str
@@ -135,9 +138,9 @@ options:
     description:
       - What the fit check weighs a new revision against, before its first byte is downloaded (or, for a
         controller source, copied). C(facts) is C(ansible_facts.arm_inference_host) (the host_facts module);
-        C(instances) and C(serve_model) are C(vllm_serve_instances) and C(vllm_serve_model) (every instance that
-        names this model is checked in its layout, or the single-instance layout when none does);
-        C(kv_cache_min_gib) and C(memory_headroom_gib) are vllm_serve's floor and headroom.
+        C(instances) and C(serve_model) are vllm_serve's instances and default model as its contract publishes
+        them (every instance that names this model is checked in its layout, or the single-instance layout when
+        none does); C(kv_cache_min_gib) and C(memory_headroom_gib) are vllm_serve's floor and headroom.
       - A revision already placed is not checked again (a re-run reads no metadata). Without C(facts) nothing is
         checked.
     type: dict
@@ -213,8 +216,10 @@ pruned:
   type: list
   elements: str
 placed:
-  description: The C(vllm_model_placed) entry of this model, its stable path C(<store>/<name>/current) among them.
-  returned: action place
+  description:
+    - The C(vllm_model_placed) entry of this model, its stable path C(<store>/<name>/current) among them, and
+      C(previous_revision), the revision current before (null on the first placement).
+  returned: action place and activate
   type: dict
 """
 
@@ -292,8 +297,9 @@ class Store:
         self.reserve = int(params["min_free_disk_gib"] * (1 << 30))
         self.group = params["group"]
         self.gid = grp.getgrnam(self.group).gr_gid if self.group and not module.check_mode else 0
-        self.model = _model_from_params(params)
-        self.name = self.model["name"]
+        # activate names a placed revision only: no source to normalize.
+        self.model = _model_from_params(params) if params["action"] != "activate" else None
+        self.name = self.model["name"] if self.model else store_rules.check_model_name(params["name"], "name")
         self.dir = os.path.join(self.root, self.name)
         self.state = store_rules.read_state(self.dir)
         self.current = store_rules.current_revision(self.dir) if os.path.isdir(self.dir) else None
@@ -420,7 +426,7 @@ class Store:
             _fail_cleanly(self, staging, error)
         return self.finish(revision, result)
 
-    def finish(self, revision, result):
+    def finish(self, revision, result, prune=True):
         """Switch current to revision (when it is not already) and prune; fills result."""
         previous = self.current
         if previous != revision:
@@ -430,8 +436,8 @@ class Store:
                 self.state["history"].append({"revision": revision, "previous": previous, "at": store_rules.now()})
                 self.state["history"] = self.state["history"][-20:]
         protected = [revision] + ([previous] if previous else [])
-        pruned = store_rules.revisions_to_prune(self.state, self.keep, protected)
-        junk = store_rules.leftovers(self.dir, self.state)
+        pruned = store_rules.revisions_to_prune(self.state, self.keep, protected) if prune else []
+        junk = store_rules.leftovers(self.dir, self.state) if prune else []
         result["pruned"] = pruned
         if pruned or junk:
             result["changed"] = True
@@ -446,7 +452,7 @@ class Store:
         record = self.state["revisions"].get(revision) or result.get("_record")
         result.pop("_record", None)
         result["revision"] = revision
-        result["placed"] = store_rules.placed_fact(self.root, self.name, record)
+        result["placed"] = store_rules.placed_fact(self.root, self.name, record, previous)
         return result
 
 
@@ -953,6 +959,19 @@ def place_controller(store, module):
     return store.finish(revision, result)
 
 
+def activate(store, module):
+    """Make a revision the store holds intact current again; nothing is fetched, verified again or pruned."""
+    revision = module.params["revision"]
+    record = store.placed(revision)
+    if record is None:
+        raise ModelStoreError(
+            "%s: revision %s is not placed intact in %s (placed: %s); place it again with the vllm_model role"
+            % (store.name, revision, store.dir, ", ".join(sorted(store.state["revisions"])) or "none"))
+    result = {"changed": False, "_record": record}
+    _announced(result, record)
+    return store.finish(revision, result, prune=False)
+
+
 PLACE = {"hf": place_hub, "host": place_host, "http": place_http, "archive": place_archive, "s3": place_s3,
          "controller": place_controller}
 
@@ -971,6 +990,8 @@ def run(module):
         if not module.params[key]:
             raise ModelStoreError("action %s needs %s" % (action, key))
     store = Store(module)
+    if action == "activate":
+        return activate(store, module)
     if action in ("seed", "status") and not store.model["mirror"]:
         raise ModelStoreError("action %s needs a model with a mirror" % action)
     if action == "plan":
@@ -987,10 +1008,11 @@ def run(module):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "action": {"type": "str", "choices": ["place", "plan", "manifest", "status", "seed"], "default": "place"},
+            "action": {"type": "str", "choices": ["place", "plan", "manifest", "status", "seed",
+                                                  "activate"], "default": "place"},
             "store": {"type": "path"},
             "name": {"type": "str"},
-            "source": {"type": "str", "required": True},
+            "source": {"type": "str"},
             "revision": {"type": "str"},
             "token": {"type": "str", "no_log": True},
             "region": {"type": "str"},
@@ -1014,6 +1036,8 @@ def main():
             "mirror_revision": {"type": "str"},
             "mirror_manifest": {"type": "dict"},
         },
+        required_if=[("action", "place", ["source"]), ("action", "plan", ["source"]),
+                     ("action", "manifest", ["source"]), ("action", "activate", ["revision"])],
         supports_check_mode=True,
     )
     try:

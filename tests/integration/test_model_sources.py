@@ -160,7 +160,8 @@ def test_hub_model_is_placed_verified_and_readable_by_the_serve_group_only(host,
     result = place(host, tmp_path, [hub_model(hub, "main")])
     assert result.returncode == 0, result.stdout[-3000:]
     assert result.placed == {"tiny": {"path": STORE + "/tiny/current", "revision": COMMITS["main"],
-                                      "revision_path": STORE + "/tiny/" + COMMITS["main"], "source": "hf"}}
+                                      "revision_path": STORE + "/tiny/" + COMMITS["main"], "source": "hf",
+                                      "previous_revision": None}}
     assert current(host) == COMMITS["main"]
     for name in ("config.json", "model.safetensors", "tokenizer_config.json"):
         expected = hashlib.sha256(hub.file("main", name).read_bytes()).hexdigest()
@@ -189,6 +190,7 @@ def test_revision_switch_keeps_the_old_revision(host, hub, tmp_path):
     result = place(host, tmp_path, [hub_model(hub, "v2")], vllm_model_ca_bundle=harness.HOST_CA_BUNDLE)
     assert result.returncode == 0, result.stdout[-3000:]
     assert current(host) == COMMITS["v2"]
+    assert result.placed["tiny"]["previous_revision"] == COMMITS["main"]
     assert entries(host) == [".state.json", COMMITS["main"], COMMITS["v2"], "current"]
     assert host.exec("test -s /etc/ssl/arm-inference-vllm-model-ca.pem && echo present").stdout.strip() == "present"
 

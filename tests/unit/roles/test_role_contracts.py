@@ -35,6 +35,8 @@ OWNED = {
     # The release root itself and anything under its current link (a release's venv, its Python).
     "vllm_build": [r"/opt/vllm(?![\w/.-])", re.escape("/opt/vllm/current")],
     "python_venv": [re.escape("/opt/vllm/venv") + r"(?![\w.-])"],
+    # The model store.
+    "vllm_model": [re.escape("/var/lib/vllm-models")],
 }
 
 
@@ -100,6 +102,23 @@ def _render(value, variables):
     return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(value))
 
 
+def _trusted(value):
+    """A role file's value as Ansible loads it: its templates are trusted."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return dict((key, _trusted(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return [_trusted(item) for item in value]
+    return value
+
+
+def _render_role_var(role, name, variables):
+    """A variable of role's own files as the role sees it, with `variables` (inventory, facts) in scope."""
+    own = _trusted(owner_values(role))
+    return Templar(loader=DataLoader(), variables=dict(own, **variables)).template(own[name])
+
+
 def test_vllm_serve_publishes_its_files_and_settings():
     contract = _lookup("vllm_serve")
     own = owner_values("vllm_serve")
@@ -124,8 +143,11 @@ def test_the_inventory_moves_every_consumer_with_the_owner():
     assert _render(consumers["vllm_rollout"]["vllm_rollout_release_root"], inventory) == "/srv/vllm"
     assert _render(consumers["vllm_build"]["vllm_build_venv_path"], inventory) == "/srv/venvs/build"
     assert _render(consumers["vllm_build"]["vllm_build_user"], inventory) == "builder"
-    model_group = yaml.safe_load((ROLES_DIR / "vllm_model/vars/main.yml").read_text())["_vllm_model_group"]
-    assert _render(model_group, dict(inventory, vllm_model_group="")) == "inference"
+    assert _render_role_var("vllm_model", "_vllm_model_group", dict(inventory, vllm_model_group="")) == "inference"
+    # The rollback activates the previous model revisions in the store vllm_model places them in.
+    store = "_vllm_rollout_model_store"
+    assert _render_role_var("vllm_rollout", store, {}) == owner_values("vllm_model")["vllm_model_store"]
+    assert _render_role_var("vllm_rollout", store, {"vllm_model_store": "/srv/models"}) == "/srv/models"
 
 
 def test_a_published_fact_wins_over_the_owners_files():
@@ -138,6 +160,103 @@ def test_a_published_fact_wins_over_the_owners_files():
     assert _render(default, {}) == "/etc/haproxy/vllm-gateway/endpoints.json"
     gateway = dict(_lookup("vllm_gateway"), endpoints_file="/run/gateway/endpoints.json")
     assert _render(default, {"vllm_gateway_contract": gateway}) == "/run/gateway/endpoints.json"
+
+
+def test_vllm_serve_publishes_what_the_fit_check_weighs_as_its_rules_read_it():
+    own = owner_values("vllm_serve")
+    contract = _lookup("vllm_serve")
+    assert contract["instances"] == own["vllm_serve_instances"] == [{"name": "main"}]
+    assert contract["default_model"] == own["vllm_serve_model"] == ""
+    assert (contract["kv_cache_min_gib"], contract["memory_headroom_gib"]) == (1, None)
+    # -e key=value and some inventories give strings; the contract gives the numbers the tuning reads.
+    given = _lookup("vllm_serve", {"vllm_serve_kv_cache_min_gib": "4", "vllm_serve_memory_headroom_gib": "2.5",
+                                   "vllm_serve_model": "llama"})
+    assert (given["kv_cache_min_gib"], given["memory_headroom_gib"], given["default_model"]) == (4, 2.5, "llama")
+    assert _lookup("vllm_serve", {"vllm_serve_memory_headroom_gib": ""})["memory_headroom_gib"] is None
+    # A value the rules refuse is passed on as given, for the consumer's check to name.
+    assert _lookup("vllm_serve", {"vllm_serve_kv_cache_min_gib": "lots"})["kv_cache_min_gib"] == "lots"
+
+
+def test_vllm_model_weighs_a_model_with_vllm_serves_contract():
+    facts = {"ansible_facts": {"arm_inference_host": {"cpus": {"usable": "0-3"}}}}
+    inventory = {"vllm_serve_instances": [{"name": "big", "model": "llama", "tensor_parallel_size": "2",
+                                           "environment": {"HF_TOKEN": "hf_never_published"}}],
+                 "vllm_serve_model": "tiny", "vllm_serve_kv_cache_min_gib": "3", "vllm_serve_memory_headroom_gib": 2}
+    fit = _render_role_var("vllm_model", "_vllm_model_fit", dict(facts, **inventory))
+    assert fit == {"facts": {"cpus": {"usable": "0-3"}}, "serve_model": "tiny", "kv_cache_min_gib": 3,
+                   "memory_headroom_gib": 2.0,
+                   "instances": [{"name": "big", "model": "llama", "tensor_parallel_size": "2"}]}
+    defaults = _render_role_var("vllm_model", "_vllm_model_fit", facts)
+    assert (defaults["instances"], defaults["serve_model"]) == ([{"name": "main"}], "")
+    assert (defaults["kv_cache_min_gib"], defaults["memory_headroom_gib"]) == (1, None)
+    # Where vllm_serve ran in the play, the fact it published wins over its files.
+    fact = dict(_lookup("vllm_serve"), kv_cache_min_gib=6, instances=[{"name": "x", "model": "m"}])
+    published = _render_role_var("vllm_model", "_vllm_model_fit", dict(facts, vllm_serve_contract=fact))
+    assert (published["kv_cache_min_gib"], published["instances"]) == (6, [{"name": "x", "model": "m"}])
+
+
+def test_vllm_model_installs_its_clients_from_python_venvs_package_sources():
+    environment = _render_role_var("vllm_model", "_vllm_model_pip_environment", {})
+    own = owner_values("python_venv")
+    assert environment["PIP_TIMEOUT"] == own["python_venv_pip_timeout"]
+    assert [environment[key] for key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
+                                         "PIP_TRUSTED_HOST", "PIP_CERT")] == [""] * 6
+    inventory = {"python_venv_pip_index_url": "https://user:pw@mirror.example/simple",
+                 "python_venv_pip_extra_index_urls": ["https://a.example/simple", "https://b.example/simple"],
+                 "python_venv_pip_find_links": ["/srv/wheels"], "python_venv_pip_no_index": True,
+                 "python_venv_pip_trusted_hosts": ["mirror.example"], "python_venv_pip_ca_bundle": "/etc/ca.pem",
+                 "python_venv_pip_timeout": 15}
+    environment = _render_role_var("vllm_model", "_vllm_model_pip_environment", inventory)
+    assert environment["PIP_INDEX_URL"] == "https://user:pw@mirror.example/simple"
+    assert environment["PIP_EXTRA_INDEX_URL"] == "https://a.example/simple https://b.example/simple"
+    assert (environment["PIP_FIND_LINKS"], environment["PIP_NO_INDEX"]) == ("/srv/wheels", "1")
+    assert (environment["PIP_TRUSTED_HOST"], environment["PIP_TIMEOUT"]) == ("mirror.example", 15)
+    assert environment["PIP_CERT"].endswith("/pip-ca-bundle.pem")
+    assert _render_role_var("vllm_model", "_vllm_model_pip_ca_bundle", inventory) == "/etc/ca.pem"
+
+
+def test_python_venv_publishes_its_contract_without_showing_it():
+    # The package sources' index URLs may carry credentials.
+    [task] = _publishing_task(ROLES_DIR / "python_venv" / "tasks" / "configure.yml", "python_venv_contract")
+    assert task.get("no_log") is True
+
+
+# A role's own files read by another role: a copy of its values behind its contract's back, which the
+# inventory no longer moves once the owner's files change. Each exception says why it stays.
+OTHER_ROLES_FILES = re.compile(r"(?:\.\./|roles/)(%s)/(defaults|vars)/" % "|".join(ROLES))
+READS_ALLOWED = {
+    # The platform's Python and venv packages: python_venv loads them per platform at run time, which no
+    # contract computes (docs/architecture.md).
+    ("vllm_model", "tasks/tools.yml"): ["python_venv/vars/"],
+}
+
+
+def files_of_other_roles_read(text, role):
+    return ["%s/%s/" % match.groups() for match in OTHER_ROLES_FILES.finditer(text) if match.group(1) != role]
+
+
+ROLE_FILES = [(role, path) for role in ROLES for path in role_files(role)]
+
+
+@pytest.mark.parametrize("role,path", ROLE_FILES, ids=[str(path.relative_to(ROLES_DIR)) for dummy, path in ROLE_FILES])
+def test_no_role_reads_another_roles_defaults_or_vars(role, path):
+    allowed = READS_ALLOWED.get((role, str(path.relative_to(ROLES_DIR / role))), [])
+    read = [found for found in files_of_other_roles_read(path.read_text(), role) if found not in allowed]
+    assert read == [], "read the owner's contract (role_contracts.py) instead of its files"
+
+
+def test_the_read_scan_finds_the_reads_this_collection_once_had():
+    # vllm_model's vars, before vllm_serve's and python_venv's contracts published the fit and pip settings.
+    copied = "{{ lookup('ansible.builtin.file', role_path ~ '/../vllm_serve/defaults/main.yml') | from_yaml }}"
+    assert files_of_other_roles_read("_vllm_model_serve_defaults: \"%s\"" % copied, "vllm_model") == [
+        "vllm_serve/defaults/"]
+    assert files_of_other_roles_read("file: \"{{ role_path }}/../python_venv/vars/{{ key }}.yml\"",
+                                     "vllm_model") == ["python_venv/vars/"]
+    assert files_of_other_roles_read("src: roles/vllm_build/vars/main.yml", "vllm_rollout") == ["vllm_build/vars/"]
+    # A role's own files, and names that only look alike, are not reads of another role's.
+    assert files_of_other_roles_read("file: \"{{ role_path }}/vars/{{ key }}.yml\"", "python_venv") == []
+    assert files_of_other_roles_read("include_vars: ../python_venv/vars/debian.yml", "python_venv") == []
+    assert files_of_other_roles_read("path: /opt/vllm_serve/defaults/x", "vllm_model") == []
 
 
 def _publishing_task(path, fact):

@@ -322,7 +322,8 @@ def test_intact_checks_recorded_sizes_and_leftovers_finds_partial_work(tmp_path)
 def test_placed_fact_has_the_shape_vllm_serve_reads():
     fact = rules.placed_fact("/var/lib/vllm-models", "tiny", {"revision": COMMIT, "kind": "hf"})
     assert fact == {"path": "/var/lib/vllm-models/tiny/current", "revision": COMMIT,
-                    "revision_path": "/var/lib/vllm-models/tiny/" + COMMIT, "source": "hf"}
+                    "revision_path": "/var/lib/vllm-models/tiny/" + COMMIT, "source": "hf", "previous_revision": None}
+    assert rules.placed_fact("/srv/m", "tiny", {"revision": "r2", "kind": "hf"}, "r1")["previous_revision"] == "r1"
 
 
 def test_serving_layouts_are_the_instances_that_name_the_model():
