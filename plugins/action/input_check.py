@@ -7,8 +7,9 @@ For each role named: the OS and architecture, each variable against the role's a
 (types, choices, elements; one line per problem instead of Ansible's spec dump), then the role's
 rules in module_utils/input_rules.py with the host's facts. Reads the host (host_facts, the free
 disk under the build root when vllm_build is checked, and whether its package manager can install
-the OS packages of build_deps, tcmalloc and python_venv); the one thing it may write is apt's
-package lists, refreshed when the roles would refresh them before installing (package_candidates).
+the OS packages of build_deps, tcmalloc, python_venv and an enabled vllm_gateway); the one thing it
+may write is apt's package lists, refreshed when the roles would refresh them before installing
+(package_candidates).
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ class ActionModule(ActionBase):
         host["facts"] = host_facts
         if "vllm_serve" in roles and host_facts is not None:
             host.update(self._models(roles, variables, host, task_vars))
-        if set(roles) & set(input_rules.PACKAGE_ROLES):
+        if input_rules.installing_roles(roles, variables):
             host["packages"] = self._packages(roles, variables, host, task_vars)
         return host
 
@@ -152,11 +153,10 @@ class ActionModule(ActionBase):
         """One package_candidates run for every OS package the roles would install: which of them
         are installed, and whether the host's package sources have the others."""
         requests = {}
-        for role in roles:
-            if role in input_rules.PACKAGE_ROLES:
-                written, rendered = package_vars(role, host["platform_key"],
-                                                 input_rules.template_values(role, variables, host), self._templar)
-                requests[role] = input_rules.role_packages(role, variables, host, written, rendered)
+        for role in input_rules.installing_roles(roles, variables):
+            written, rendered = package_vars(role, host["platform_key"],
+                                             input_rules.template_values(role, variables, host), self._templar)
+            requests[role] = input_rules.role_packages(role, variables, host, written, rendered)
         lists = input_rules.package_lists_refresh(list(requests), variables)
         names = list(dict.fromkeys(name for pairs in requests.values() for name, dummy in pairs))
         answer = self._module("arm_inference.vllm.package_candidates",

@@ -193,23 +193,34 @@ def python_venv_pip_sources(variables, host):
 
 
 # ---------------------------------------------------------------------------------------------
-# OS packages: what build_deps, tcmalloc and python_venv install, named in their vars/<os>.yml. The
-# check asks the host's package manager once for all of them (module package_candidates: installed,
-# or installable from the host's package sources) and puts the answer in host["packages"]; a
-# missing package is reported under the setting that made the role ask for it.
+# OS packages: what build_deps, tcmalloc, python_venv and vllm_gateway install, named in their
+# vars/<os>.yml. The check asks the host's package manager once for all of them (module
+# package_candidates: installed, or installable from the host's package sources) and puts the answer
+# in host["packages"]; a missing package is reported under the setting that made the role ask for it.
 
 # Per role: the setting whose Python the templates in its vars/<os>.yml read, with the internal
-# name the role renders them with (the setting, or the OS's default Python when it is empty), and
-# the setting that says how old apt's package lists may be before the role refreshes them.
+# name the role renders them with (the setting, or the OS's default Python when it is empty), the
+# setting that says how old apt's package lists may be before the role refreshes them, and the
+# setting without which the role installs nothing (None: it always installs).
 PACKAGE_ROLES = {
     "build_deps": {"python": ("build_deps_python_version", "__build_deps_python_version"),
-                   "lists_valid_time": "build_deps_apt_cache_valid_time"},
-    "tcmalloc": {"python": None, "lists_valid_time": "tcmalloc_apt_cache_valid_time"},
+                   "lists_valid_time": "build_deps_apt_cache_valid_time", "enabled": None},
+    "tcmalloc": {"python": None, "lists_valid_time": "tcmalloc_apt_cache_valid_time", "enabled": None},
     "python_venv": {"python": ("python_venv_python_version", "__python_venv_python_version"),
-                    "lists_valid_time": "python_venv_apt_cache_valid_time"},
+                    "lists_valid_time": "python_venv_apt_cache_valid_time", "enabled": None},
+    "vllm_gateway": {"python": None, "lists_valid_time": "vllm_gateway_apt_cache_valid_time",
+                     "enabled": "vllm_gateway_enabled"},
 }
 # A plain package name (Debian's or RPM's), optionally with an architecture: never an option.
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._~-]*(:[a-z0-9]+)?$")
+
+
+def installing_roles(roles, variables):
+    """The roles among `roles` that install OS packages in this run, in their order: the package
+    roles, but not one whose enabling setting is off (a disabled gateway installs nothing, so
+    nothing is asked of the package manager for it and its lists setting refreshes nothing)."""
+    return [role for role in roles if role in PACKAGE_ROLES
+            and (PACKAGE_ROLES[role]["enabled"] is None or variables.get(PACKAGE_ROLES[role]["enabled"]) is True)]
 
 
 def template_values(role, variables, host):
@@ -259,6 +270,8 @@ def role_packages(role, variables, host, written, rendered):
         requests = [(name, "tcmalloc_variant")] if name else []
     elif role == "python_venv":
         requests = entries("_python_venv_packages")
+    elif role == "vllm_gateway":
+        requests = entries("_vllm_gateway_packages", "vllm_gateway_enabled")
     first = {}
     for name, setting in requests:
         first.setdefault(name, setting)
@@ -317,6 +330,10 @@ def _missing_packages(role, setting, names, variables, host):
     if setting == "build_deps_extra_packages":
         return InputError(setting, "no package source of this host has %s" % listed, variables.get(setting),
                           "fix the names, or add the package source that carries them")
+    if setting == "vllm_gateway_enabled":
+        return InputError(setting, "needs %s, which no package source of this host has" % listed, True,
+                          "enable the package sources the distribution ships with (HAProxy is in every supported "
+                          "OS's own), or set it to false: the instances then have no front door")
     if setting == "build_deps_rust_enabled":
         return InputError(setting, "needs %s, which no package source of this host has" % listed, True,
                           "add the package source that carries them, or leave it false: vLLM then builds without "
@@ -364,6 +381,10 @@ def tcmalloc_packages(variables, host):
 
 def python_venv_packages(variables, host):
     return _packages("python_venv", variables, host)
+
+
+def vllm_gateway_packages(variables, host):
+    return _packages("vllm_gateway", variables, host)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -798,6 +819,8 @@ RULES = {
          "absolute routes, none of vLLM's private ones; ports that are not an instance's or each other's; instances "
          "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections; a self-signed "
          "certificate valid > 30 days"),
+        (vllm_gateway_packages, "vllm_gateway_enabled, vllm_gateway_apt_cache_valid_time",
+         "when enabled: " + PACKAGES_DEMAND),
     ],
     "vllm_benchmark": [
         (vllm_benchmark_load, "vllm_benchmark_concurrency, vllm_benchmark_requests, vllm_benchmark_max_tokens, "

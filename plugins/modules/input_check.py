@@ -18,12 +18,13 @@ description:
     secrets (argument spec C(no_log) options, the API key) are never shown."
   - Reads the host's CPUs and memory (M(arm_inference.vllm.host_facts)) when the host facts are not
     gathered yet, and the free disk under the build root when vllm_build is checked.
-  - When build_deps, tcmalloc or python_venv is checked, asks the host's package manager once
-    (M(arm_inference.vllm.package_candidates)) whether every OS package those roles would install is
-    installed or installable, and reports a missing one under the setting that asks for it. apt's
-    package lists are refreshed first when they are older than the shortest C(*_apt_cache_valid_time)
-    of those roles (or missing), as the first of them would refresh them before installing; that is
-    the only thing the check may write on the host, and it is not reported as a change.
+  - When build_deps, tcmalloc, python_venv or an enabled vllm_gateway (C(vllm_gateway_enabled)) is
+    checked, asks the host's package manager once (M(arm_inference.vllm.package_candidates)) whether
+    every OS package those roles would install is installed or installable, and reports a missing one
+    under the setting that asks for it. apt's package lists are refreshed first when they are older than
+    the shortest C(*_apt_cache_valid_time) of those roles (or missing), as the first of them would
+    refresh them before installing; that is the only thing the check may write on the host, and it is
+    not reported as a change.
   - This is an action plugin; it runs on the controller, so controller paths (a CA bundle, an archive)
     are checked where they are read.
 options:
@@ -60,8 +61,8 @@ model_info:
   type: dict
 packages_to_install:
   description:
-    - Per role checked among build_deps, tcmalloc and python_venv, the OS packages it installs that the
-      host does not have yet, in the role's order (what its install step installs).
+    - Per role checked among build_deps, tcmalloc, python_venv and an enabled vllm_gateway, the OS packages
+      it installs that the host does not have yet, in the role's order (what its install step installs).
   returned: when one of those roles is checked and every rule holds
   type: dict
   sample: {"tcmalloc": ["libtcmalloc-minimal4"], "python_venv": []}

@@ -223,6 +223,7 @@ CASES = [
     ({"vllm_gateway_max_connections": 1}, "vllm_gateway_max_connections"),
     ({"vllm_gateway_self_signed_days": 30}, "vllm_gateway_self_signed_days"),
     ({"vllm_gateway_self_signed_days": "a year"}, "vllm_gateway_self_signed_days"),
+    ({"vllm_gateway_apt_cache_valid_time": "soon"}, "vllm_gateway_apt_cache_valid_time"),
     ({"vllm_gateway_address": "everywhere"}, "vllm_gateway_address"),
     ({"vllm_gateway_enabled": "maybe"}, "vllm_gateway_enabled"),
     ({"vllm_serve_host": "0.0.0.0", "vllm_serve_api_key": SECRET}, "vllm_serve_host"),

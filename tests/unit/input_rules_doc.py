@@ -36,8 +36,9 @@ runs alone. Types, choices and list elements come from the roles' argument specs
 `<variable>: <what is wrong> (got <value>); <what to do>`. Secrets (the API key, `no_log` options, URL
 credentials) never appear in a message.
 
-The OS packages build_deps, tcmalloc and python_venv would install (their `vars/<os>.yml`, the Python
-version, the Rust option, `build_deps_extra_packages`, the tcmalloc variant) are asked of each host's
+The OS packages build_deps, tcmalloc, python_venv and vllm_gateway would install (their `vars/<os>.yml`,
+the Python version, the Rust option, `build_deps_extra_packages`, the tcmalloc variant; the gateway's
+only when `vllm_gateway_enabled`) are asked of each host's
 package manager, once per host, by the module `arm_inference.vllm.package_candidates`: installed
 (dpkg or rpm), or installable from the host's package sources (`apt-cache policy`, `dnf repoquery`).
 apt can only answer from the package lists the host has, so when they are older than the shortest
@@ -79,11 +80,10 @@ def ask_packages(roles, variables, host, sources):
 
     dummy, dummy, input_rules = imports()
     requests = {}
-    for role in roles:
-        if role in input_rules.PACKAGE_ROLES:
-            written, rendered = package_vars(role, host["platform_key"], input_rules.template_values(
-                role, variables, host), Templar(loader=DataLoader()))
-            requests[role] = input_rules.role_packages(role, variables, host, written, rendered)
+    for role in input_rules.installing_roles(roles, variables):
+        written, rendered = package_vars(role, host["platform_key"], input_rules.template_values(
+            role, variables, host), Templar(loader=DataLoader()))
+        requests[role] = input_rules.role_packages(role, variables, host, written, rendered)
     names = list(dict.fromkeys(name for pairs in requests.values() for name, dummy in pairs))
     packages, missing = summarize(names, {name: entry["candidate"] for name, entry in sources.items()},
                                   {name: entry["installed"] for name, entry in sources.items() if entry["installed"]})
@@ -124,7 +124,7 @@ def problems(inventory, host, roles=SITE_ROLES):
     variables, errors = input_rules.check_specs(role_specs, values)
     if errors:
         return [("argument spec", str(error)) for error in errors]
-    if "package_sources" in host and set(roles) & set(input_rules.PACKAGE_ROLES):
+    if "package_sources" in host and input_rules.installing_roles(roles, variables):
         host = dict(host, packages=ask_packages(roles, variables, host, host["package_sources"]))
     return [("%s()" % rule.__name__, str(error)) for role in roles for rule, dummy, dummy in input_rules.RULES[role]
             for error in rule(variables, host)]

@@ -1,6 +1,7 @@
-"""The package rules: which OS packages build_deps, tcmalloc and python_venv ask for (from their own
-vars/<os>.yml, rendered as the roles render them), under which setting a missing one is reported,
-and what the check says when the package manager's answer cannot tell (no lists, a failed refresh)."""
+"""The package rules: which OS packages build_deps, tcmalloc, python_venv and vllm_gateway ask for (from
+their own vars/<os>.yml, rendered as the roles render them), under which setting a missing one is
+reported, and what the check says when the package manager's answer cannot tell (no lists, a failed
+refresh)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_every_name_renders_to_a_plain_package_name(role, platform_key):
     assert asked
     for name, setting in asked:
         assert input_rules.PACKAGE_NAME.match(name) and "{" not in name, name
-        assert setting in (None, "build_deps_rust_enabled", "tcmalloc_variant")
+        assert setting in (None, "build_deps_rust_enabled", "tcmalloc_variant", "vllm_gateway_enabled")
 
 
 @pytest.mark.parametrize("platform_key,python", [("Debian-12", "3.11"), ("Debian-13", "3.13"), ("Ubuntu-22", "3.10"),
@@ -102,6 +103,19 @@ def test_tcmalloc_asks_for_its_variants_package(platform_key, variant, package):
     assert requests("tcmalloc", platform_key, tcmalloc_variant=variant) == [(package, "tcmalloc_variant")]
 
 
+@pytest.mark.parametrize("platform_key", PLATFORMS)
+def test_the_gateway_asks_for_its_packages_under_its_enabling_setting(platform_key):
+    expected = [(name, "vllm_gateway_enabled") for name in ("haproxy", "openssl", "procps")]
+    assert requests("vllm_gateway", platform_key) == expected
+
+
+def test_a_disabled_gateway_installs_nothing_and_is_not_asked_for():
+    roles = ["build_deps", "vllm_serve", "vllm_gateway"]
+    assert input_rules.installing_roles(roles, {"vllm_gateway_enabled": True}) == ["build_deps", "vllm_gateway"]
+    assert input_rules.installing_roles(roles, {"vllm_gateway_enabled": False}) == ["build_deps"]
+    assert input_rules.installing_roles(["vllm_serve", "vllm_gateway"], {"vllm_gateway_enabled": False}) == []
+
+
 def test_the_lists_are_refreshed_as_the_first_role_that_refreshes_would():
     variables = {"build_deps_apt_cache_valid_time": 3600, "tcmalloc_apt_cache_valid_time": 60,
                  "python_venv_apt_cache_valid_time": 0}
@@ -109,6 +123,9 @@ def test_the_lists_are_refreshed_as_the_first_role_that_refreshes_would():
         "tcmalloc", "tcmalloc_apt_cache_valid_time", 60)
     assert input_rules.package_lists_refresh(["python_venv", "vllm_serve"], variables) == (
         "python_venv", "python_venv_apt_cache_valid_time", 0)
+    # The gateway's own setting counts like the others' (serve.yml's preflight: tcmalloc and the gateway).
+    assert input_rules.package_lists_refresh(["tcmalloc", "vllm_gateway"], dict(
+        variables, vllm_gateway_apt_cache_valid_time=30)) == ("vllm_gateway", "vllm_gateway_apt_cache_valid_time", 30)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,7 +141,18 @@ def problems(inventory, host, roles=input_rules_doc.SITE_ROLES):
 
 
 def test_the_defaults_are_installable_on_debian12(debian12):
-    assert problems({}, debian12, ["build_deps", "tcmalloc", "python_venv"]) == []
+    assert problems({}, debian12, ["build_deps", "tcmalloc", "python_venv", "vllm_gateway"]) == []
+
+
+def test_a_gateway_package_the_sources_lack_is_its_enabling_setting(debian12):
+    sources = {name: entry for name, entry in debian12["package_sources"].items() if name != "haproxy"}
+    host = dict(debian12, package_sources=sources)
+    assert problems({}, host, ["vllm_serve", "vllm_gateway"]) == [
+        "vllm_gateway_enabled: needs haproxy, which no package source of this host has (got True); enable the "
+        "package sources the distribution ships with (HAProxy is in every supported OS's own), or set it to false: "
+        "the instances then have no front door"]
+    # Disabled, the gateway installs nothing, so nothing of it is asked for.
+    assert problems({"vllm_gateway_enabled": False}, host, ["vllm_serve", "vllm_gateway"]) == []
 
 
 def test_what_debian12_does_not_have_is_refused_under_its_setting(debian12):
@@ -209,7 +237,7 @@ def test_every_package_message_is_one_line_in_the_form(debian12, defaults):
     form = re.compile(r"^[a-z_]+(\[[0-9]+\])?: .+ \(got .+\); .+$")
     lines = problems({"python_venv_python_version": "3.12", "build_deps_extra_packages": ["nope", "-x"],
                       "tcmalloc_variant": "full"}, dict(debian12, package_sources={}))
-    # the option, build_deps's own and extra packages, tcmalloc's, python_venv's Python and its acl
-    assert len(lines) == 6, lines
+    # the option, build_deps's own and extra packages, tcmalloc's, python_venv's Python and its acl, the gateway's
+    assert len(lines) == 7, lines
     for line in lines:
         assert "\n" not in line and form.match(line), line
