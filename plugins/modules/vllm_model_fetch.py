@@ -479,7 +479,7 @@ def _fail_cleanly(store, staging, error):
 def place_hub(store, module):
     model, result = store.model, {"changed": False}
     requested = model["revision"]
-    revision = requested if store_rules.is_commit(requested) else store.state["refs"].get(requested)
+    revision = _known_revision(store, model)
     record = store.placed(revision) if revision else None
     if record:
         return store.reuse(revision, record, result)
@@ -634,7 +634,7 @@ def place_http(store, module):
     """An HTTP(S) file list: each file <source>/<name> of the checksums, streamed into staging."""
     model, result = store.model, {"changed": False}
     key = _http_key(model)
-    revision = model["revision"] or store.state["refs"].get(key)
+    revision = _known_revision(store, model)
     record = store.placed(revision) if revision else None
     if record:
         return store.reuse(revision, record, result)
@@ -680,7 +680,7 @@ def place_archive(store, module):
     member by member into staging, where each extracted file is verified and recorded (sha256 and size)."""
     model, result = store.model, {"changed": False}
     key = _http_key(model)
-    revision = model["revision"] or store.state["refs"].get(key)
+    revision = _known_revision(store, model)
     record = store.placed(revision) if revision else None
     if record:  # decided from the record alone: nothing is asked of the origin
         return store.reuse(revision, record, result)
@@ -766,7 +766,7 @@ def place_s3(store, module):
     """An S3 prefix: the files the checksums name, s3://bucket/prefix/<name>, downloaded by boto3 into staging."""
     model, result = store.model, {"changed": False}
     ref = _s3_ref(model)
-    revision = model["revision"] or store.state["refs"].get(ref)
+    revision = _known_revision(store, model)
     record = store.placed(revision) if revision else None
     if record:  # decided from the record alone: no client is created
         return store.reuse(revision, record, result)
@@ -813,17 +813,20 @@ def place_s3(store, module):
 # published revision from the mirror (place with mirror_revision), verified against the seeder's checksums.
 
 def _source_ref(model, manifest=None):
-    """What the store records a source's revision under: the hub ref, the checksums given or their URL (http), the
-    manifest's revision (controller)."""
+    """What the store records a source's revision under: the hub ref, the checksums given or their URL (http,
+    archive, s3), the manifest's revision (controller)."""
     if model["kind"] == "hf":
         return model["revision"]
     if model["kind"] in ("http", "archive"):
         return _http_key(model)
+    if model["kind"] == "s3":
+        return _s3_ref(model)
     return model["revision"] or store_rules.manifest_revision(manifest or {})
 
 
 def _known_revision(store, model, manifest=None):
-    """The revision this host's record says the source leads to, or None when the host never placed it."""
+    """The revision this host's record says the source leads to, or None when the host never placed it: what
+    every source's re-run, and a mirror's status, decide from before any network client is created."""
     ref = _source_ref(model, manifest)
     if model["kind"] == "hf":
         return ref if store_rules.is_commit(ref) else store.state["refs"].get(ref)
