@@ -1,13 +1,13 @@
-"""Build once per CPU class for a fleet, on systemd containers of BUILD_ARCH (aarch64 by default, under
-emulation on an x86_64 machine): two hosts of one class and one of another run build.yml together with
-the controller's wheel cache. One compile per class; the second host of a class installs the first
-one's wheel; a wheel never crosses classes. The fixture vLLM tree is compiled
-(tests/fixtures/vllm_source/README.md says what it stands in for).
+"""Build once per CPU class for a fleet, on systemd containers of BUILD_ARCH (this machine's own by
+default; `make build-arm64` runs it on aarch64, emulated on an x86_64 machine): two hosts of one class
+and one of another run build.yml together with the controller's wheel cache. One compile per class; the
+second host of a class installs the first one's wheel; a wheel never crosses classes. The fixture vLLM
+tree is compiled (tests/fixtures/vllm_source/README.md says what it stands in for).
 
 The classes come from /proc/cpuinfo, replaced in each container by a file: on aarch64 the published
 dumps of a Graviton2 (Neoverse-N1: dotprod and fp16, no bf16 or i8mm) and a Graviton4 (bf16 and i8mm), the pair whose
 shared wheel would crash with illegal instructions; on x86_64 this machine's own cpuinfo, and a copy
-without AVX2/AVX-512 for the other class."""
+of it with the other vector class: without AVX2/AVX-512/AMX, or with AVX-512 on a machine that has none."""
 
 from __future__ import annotations
 
@@ -23,18 +23,22 @@ SAMPLES = REPO_ROOT / "tests" / "unit" / "samples"
 VECTOR_FLAGS = re.compile(r"^(avx2|avx512\w*|amx\w*)$")
 
 
-def cpuinfo_without_vector_extensions(path):
-    """This machine's /proc/cpuinfo without the vector extensions that decide the x86_64 build class."""
+def cpuinfo_of_the_other_vector_class(path):
+    """This machine's /proc/cpuinfo in the other x86_64 build class: without the vector extensions that
+    decide it, or, on a machine that has none of them, with AVX-512. Returns (path, the class's name)."""
     with open("/proc/cpuinfo") as handle:
         lines = handle.read().splitlines()
+    has_vector = any(VECTOR_FLAGS.match(flag) for line in lines if line.startswith("flags")
+                     for flag in line.split(":", 1)[1].split())
     kept = []
     for line in lines:
         if line.startswith("flags"):
             name, flags = line.split(":", 1)
-            line = "%s: %s" % (name, " ".join(flag for flag in flags.split() if not VECTOR_FLAGS.match(flag)))
+            flags = [flag for flag in flags.split() if not VECTOR_FLAGS.match(flag)]
+            line = "%s: %s" % (name, " ".join(flags if has_vector else flags + ["avx2", "avx512f"]))
         kept.append(line)
     path.write_text("\n".join(kept) + "\n")
-    return path
+    return path, "x86_64-baseline" if has_vector else "x86_64-avx512f"
 
 
 def fleet_cpuinfo(directory):
@@ -45,7 +49,8 @@ def fleet_cpuinfo(directory):
         return (SAMPLES / "graviton2-t4g" / "cpuinfo", SAMPLES / "graviton4-m8g-2xlarge" / "cpuinfo",
                 "aarch64-dotprod-fp16-bf16-i8mm", True)
     if BUILD_ARCH == "amd64" and BUILD_ARCH == NATIVE_ARCH:
-        return None, cpuinfo_without_vector_extensions(directory / "cpuinfo"), "x86_64-baseline", False
+        other, other_class = cpuinfo_of_the_other_vector_class(directory / "cpuinfo")
+        return None, other, other_class, False
     pytest.skip("no fleet classes for BUILD_ARCH=%s on this machine" % BUILD_ARCH)
 
 

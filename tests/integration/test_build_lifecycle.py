@@ -1,9 +1,9 @@
-"""vllm_build on a systemd container of BUILD_ARCH (aarch64 by default, under emulation on an x86_64
-machine), compiling the fixture vLLM tree (tests/fixtures/vllm_source, its README says what it stands in
+"""vllm_build on a systemd container of BUILD_ARCH (this machine's own by default; `make build-arm64`
+runs it on aarch64, emulated on an x86_64 machine), compiling the fixture vLLM tree (tests/fixtures/vllm_source, its README says what it stands in
 for) from a local git repository with tags: build at a tag, an unchanged re-run, a new tag next to the
 old release (its first build killed mid-way, restarted and completed by the next run), rollback, and a
-tag that fails to compile (the current release stays). What does not depend on the architecture runs
-natively in test_build_adopted_and_ready_made.py."""
+tag that fails to compile (the current release stays). Adopted builds and ready-made wheels are in
+test_build_adopted_and_ready_made.py."""
 
 from __future__ import annotations
 
