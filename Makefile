@@ -8,10 +8,10 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
 # ansible-lint and molecule search ANSIBLE_HOME/collections before the path above; keep them off the
 # user's ~/.ansible, where an older copy of this collection would be tested instead of the checkout.
 export ANSIBLE_HOME := $(CURDIR)/.cache/ansible-home
-HARNESS := python3 tests/harness/harness.py
+HARNESS := python3 tests/harness
 ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 NATIVE_IMAGE := debian12-$(ARCH)
-# The rolling_update scenario's containers start from this (harness.py prepared-image builds it).
+# The rolling_update scenario's containers start from this (tests/harness prepared-image builds it).
 export ARM_INFERENCE_PREPARED_IMAGE := localhost/arm-inference/debian12-$(ARCH)-prepared:latest
 # The debian13 scenario (plain container, see its molecule.yml) is not in the default list: it adds
 # a long emulated image build and converge, and its systemd cannot boot on cgroup v1 hosts anyway.
@@ -19,7 +19,7 @@ export ARM_INFERENCE_PREPARED_IMAGE := localhost/arm-inference/debian12-$(ARCH)-
 # rolling_update: a rollout that fails on one of three native hosts, from the prepared image.
 MOLECULE_SCENARIOS ?= site engine rolling_update
 # Emulated scenarios (aarch64 under qemu on this x86_64 machine) keep one core busy; the native
-# ones run in a second lane beside them (harness.py scenarios).
+# ones run in a second lane beside them (tests/harness scenarios).
 EMULATED_SCENARIOS := site debian13
 comma := ,
 empty :=
@@ -100,7 +100,7 @@ integration: setup build
 	$(HARNESS) images $(INTEGRATION_IMAGES)
 	# Once, before the two xdist workers start (each would otherwise wait for it in turn).
 	$(HARNESS) prepared-image $(ARCH)
-	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration
+	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/containers
 
 # vllm_build's lifecycle and fleet on aarch64 (emulated on an x86_64 machine; about 25 minutes there):
 # the same tests as in `make integration`, with the aarch64 classes of published Graviton dumps.
@@ -108,13 +108,13 @@ build-arm64: setup
 	$(HARNESS) images debian12-arm64
 	$(HARNESS) binfmt
 	ARM_INFERENCE_BUILD_ARCH=arm64 pytest -q -p no:cacheprovider --durations=5 \
-		tests/integration/test_build_lifecycle.py tests/integration/test_build_fleet.py
+		tests/containers/test_build_lifecycle.py tests/containers/test_build_fleet.py
 
 # vllm_model's fleet measurement outside CI: bytes through the controller and from the hub for three hosts,
 # with and without a mirror (build/model-fleet-bytes.json). CI runs the mirror half in `make integration`.
 model-fleet-bytes: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
-	ARM_INFERENCE_FLEET_BYTES=1 pytest -q -s -p no:cacheprovider tests/integration/test_model_sources.py
+	ARM_INFERENCE_FLEET_BYTES=1 pytest -q -s -p no:cacheprovider tests/containers/test_model_sources.py
 
 molecule: setup
 	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))

@@ -26,7 +26,7 @@ LOCAL_TARGET_OPTIONS = ["-v", "%s:/wheelhouse:ro" % harness.WHEELHOUSE, "-v", "%
 def check_offline_inputs():
     if not (harness.WHEELHOUSE / ".requirements").exists() or not (harness.MODELS / "tiny-llama" / "config.json").exists():
         raise BenchmarkFailure("the local target needs the wheelhouse and the tiny model: run "
-                               "`python3 tests/harness/harness.py wheelhouse` and `... tiny-model` first")
+                               "`python3 tests/harness wheelhouse` and `... tiny-model` first")
 
 
 def benchmark():

@@ -4,7 +4,7 @@ same class together in one play, again with a fresh cache.
 
 Compiles are counted on the hosts: a host compiled when its build directory holds build.log; a host
 that installed another's wheel records that host as `builder` in build.json (as
-tests/integration/test_build_fleet.py checks). The script exits 1 unless each provisioning compiled
+tests/containers/test_build_fleet.py checks). The script exits 1 unless each provisioning compiled
 exactly once, every other host installed the builder's wheel, and all hosts share one identity.
 Prints the compile counts, the wall times of prepare.yml and build.yml for 1 and for 3 hosts, and
 their ratios.

@@ -1,8 +1,8 @@
 """What the collection's benchmarks (p1_rerun.py, p2_fanout.py) share: throw-away systemd containers
 and timed ansible-playbook runs against them.
 
-Containers and playbook commands come from tests/integration/conftest.py and image names from
-tests/harness/harness.py, so a benchmark provisions exactly what the integration tests provision.
+Containers, playbook commands and image names come from the test harness,
+tests/harness, so a benchmark provisions exactly what the container tests provision.
 Playbooks run with the repository's ansible.cfg (the settings an operator of this checkout gets,
 profile_tasks included), and their full output is kept in the work directory.
 """
@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO_ROOT / "tests" / "harness"), str(REPO_ROOT / "tests" / "integration")]
+# A script, not a pytest run: the test harness (tests/harness) is importable once tests/ is on the path.
+sys.path.insert(0, str(REPO_ROOT / "tests"))
 
 # pylint: disable=wrong-import-position
 import harness  # noqa: E402
-from conftest import BUILD_SETUP, Container, boot, playbook_command  # noqa: E402
+from harness.containers import BUILD_SETUP, Container, boot, playbook_command  # noqa: E402
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$")

@@ -1,7 +1,7 @@
 """Bad input for every public variable of site.yml's roles that has a rule, and what each must name.
 
 One table for two tests: tests/unit/plugins/module_utils/test_input_rules.py runs every case through
-the rules in Python, and tests/integration/test_preflight_matrix.py runs all of them through site.yml
+the rules in Python, and tests/containers/test_preflight_matrix.py runs all of them through site.yml
 against one fresh container (one inventory host per case), where each must stop in the preflight play
 before anything changes.
 

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location(
-    "harness", Path(__file__).resolve().parents[2] / "harness" / "harness.py"
-)
-harness = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(harness)
+from harness import images, machine, prepared
 
 # /etc/apt/sources.list.d/debian.sources of our CI machines (deb822), with a node repository first.
 DEB822 = """\
@@ -41,43 +34,43 @@ deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http:/
 
 
 def test_deb822_picks_the_uri_serving_the_codename():
-    assert harness.mirror_from_sources(DEB822, "bookworm") == "http://deb.debian.org/debian"
+    assert machine.mirror_from_sources(DEB822, "bookworm") == "http://deb.debian.org/debian"
 
 
 def test_one_line_format_with_options_skips_security():
-    assert harness.mirror_from_sources(ONE_LINE, "bookworm") == "http://ftp.de.debian.org/debian/"
+    assert machine.mirror_from_sources(ONE_LINE, "bookworm") == "http://ftp.de.debian.org/debian/"
 
 
 def test_no_match_returns_none():
-    assert harness.mirror_from_sources(DEB822, "trixie") is None
-    assert harness.mirror_from_sources("", "bookworm") is None
+    assert machine.mirror_from_sources(DEB822, "trixie") is None
+    assert machine.mirror_from_sources("", "bookworm") is None
 
 
 def test_recipes_hash_differently_and_stably():
-    digests = {name: harness.recipe_digest(name) for name in harness.IMAGES}
+    digests = {name: images.recipe_digest(name) for name in images.IMAGES}
     assert len(set(digests.values())) == len(digests)
-    assert digests == {name: harness.recipe_digest(name) for name in harness.IMAGES}
+    assert digests == {name: images.recipe_digest(name) for name in images.IMAGES}
 
 
 def test_an_installed_copy_of_the_collection_is_reported_as_shadowing(tmp_path):
     installed = tmp_path / "user" / "ansible_collections" / "arm_inference" / "vllm"
     installed.mkdir(parents=True)
     (tmp_path / "system").mkdir()
-    assert harness.shadowing_copies([tmp_path / "user", tmp_path / "system"]) == [installed]
+    assert machine.shadowing_copies([tmp_path / "user", tmp_path / "system"]) == [installed]
 
 
 def test_the_tools_cache_is_under_ansible_home(monkeypatch, tmp_path):
     monkeypatch.setenv("ANSIBLE_HOME", str(tmp_path))
     copy = tmp_path / "collections" / "ansible_collections" / "arm_inference" / "vllm"
     copy.mkdir(parents=True)
-    assert harness.shadowing_copies() == [copy]
+    assert machine.shadowing_copies() == [copy]
 
 
 def test_a_link_to_this_checkout_is_not_shadowing(tmp_path):
     namespace = tmp_path / "ansible_collections" / "arm_inference"
     namespace.mkdir(parents=True)
-    (namespace / "vllm").symlink_to(harness.REPO_ROOT)
-    assert not harness.shadowing_copies([tmp_path])
+    (namespace / "vllm").symlink_to(machine.REPO_ROOT)
+    assert not machine.shadowing_copies([tmp_path])
 
 
 def _prepared_inputs_tree(tmp_path, monkeypatch):
@@ -86,41 +79,41 @@ def _prepared_inputs_tree(tmp_path, monkeypatch):
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks" / "prepare.yml").write_text("---\n")
     (tmp_path / "ca.pem").write_text("ca\n")
-    monkeypatch.setattr(harness, "REPO_ROOT", tmp_path)
-    monkeypatch.setattr(harness, "PREPARED_INPUTS", ["roles", "playbooks/prepare.yml"])
-    monkeypatch.setattr(harness, "HOST_CA_BUNDLE", str(tmp_path / "ca.pem"))
+    monkeypatch.setattr(prepared, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(prepared, "PREPARED_INPUTS", ["roles", "playbooks/prepare.yml"])
+    monkeypatch.setattr(prepared, "HOST_CA_BUNDLE", str(tmp_path / "ca.pem"))
 
 
 def test_prepared_image_digest_follows_its_inputs_and_nothing_else(tmp_path, monkeypatch):
     _prepared_inputs_tree(tmp_path, monkeypatch)
-    first = harness.prepared_inputs_digest("sha256:base1")
-    assert harness.prepared_inputs_digest("sha256:base1") == first
+    first = prepared.prepared_inputs_digest("sha256:base1")
+    assert prepared.prepared_inputs_digest("sha256:base1") == first
     (tmp_path / "README.md").write_text("not an input\n")
     (tmp_path / "roles" / "r" / "tasks" / "__pycache__").mkdir()
     (tmp_path / "roles" / "r" / "tasks" / "__pycache__" / "x.pyc").write_bytes(b"\0")
-    assert harness.prepared_inputs_digest("sha256:base1") == first
-    assert harness.prepared_inputs_digest("sha256:base2") != first
+    assert prepared.prepared_inputs_digest("sha256:base1") == first
+    assert prepared.prepared_inputs_digest("sha256:base2") != first
     (tmp_path / "roles" / "r" / "tasks" / "main.yml").write_text("---\n- name: two\n")
-    assert harness.prepared_inputs_digest("sha256:base1") != first
+    assert prepared.prepared_inputs_digest("sha256:base1") != first
 
 
 def test_prepared_image_digest_sees_a_renamed_input(tmp_path, monkeypatch):
     _prepared_inputs_tree(tmp_path, monkeypatch)
-    first = harness.prepared_inputs_digest("sha256:base1")
+    first = prepared.prepared_inputs_digest("sha256:base1")
     (tmp_path / "roles" / "r" / "tasks" / "main.yml").rename(tmp_path / "roles" / "r" / "tasks" / "other.yml")
-    assert harness.prepared_inputs_digest("sha256:base1") != first
+    assert prepared.prepared_inputs_digest("sha256:base1") != first
 
 
 def test_prepared_image_is_tagged_per_architecture(monkeypatch):
-    monkeypatch.setattr(harness, "native_arch", lambda: "amd64")
-    assert harness.prepared_image_tag() == "%s/debian12-amd64-prepared:latest" % harness.IMAGE_PREFIX
-    assert harness.prepared_image_tag("arm64") == "%s/debian12-arm64-prepared:latest" % harness.IMAGE_PREFIX
+    monkeypatch.setattr(prepared, "native_arch", lambda: "amd64")
+    assert prepared.prepared_image_tag() == "%s/debian12-amd64-prepared:latest" % images.IMAGE_PREFIX
+    assert prepared.prepared_image_tag("arm64") == "%s/debian12-arm64-prepared:latest" % images.IMAGE_PREFIX
 
 
 def test_prepared_image_of_an_unknown_architecture_is_refused_before_podman_runs(monkeypatch):
     def no_podman(*args, **kwargs):
         raise AssertionError("podman ran: %r" % (args,))
 
-    monkeypatch.setattr(harness.subprocess, "run", no_podman)
+    monkeypatch.setattr(prepared.subprocess, "run", no_podman)
     with pytest.raises(SystemExit, match=r"architecture 'riscv64' \(known: amd64, arm64\)"):
-        harness.build_prepared_image("riscv64")
+        prepared.build_prepared_image("riscv64")

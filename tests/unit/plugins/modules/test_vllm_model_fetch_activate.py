@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as rules
 from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "tests" / "stand_ins"))
-from tiny_model import write_tiny_model  # noqa: E402
+from stand_ins.tiny_model import write_tiny_model
 
 
 def run_module(capsys, **args):

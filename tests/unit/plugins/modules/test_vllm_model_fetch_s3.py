@@ -9,16 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-
-STAND_INS = Path(__file__).resolve().parents[3] / "stand_ins"
-sys.path.insert(0, str(STAND_INS))
-from s3_origin import REGION, S3Origin, free_port  # noqa: E402
-from tiny_model import write_tiny_model  # noqa: E402
+from stand_ins.s3_origin import REGION, S3Origin, free_port
+from stand_ins.tiny_model import write_tiny_model
 from model_fetch import run_module  # noqa: E402
 
 

@@ -13,7 +13,6 @@ import http.server
 import ipaddress
 import os
 import ssl
-import sys
 import threading
 from pathlib import Path
 
@@ -23,10 +22,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "stand_ins"))
-from s3_origin import REGION, S3Origin  # noqa: E402
-from tiny_model import write_tiny_model  # noqa: E402
+from stand_ins.s3_origin import REGION, S3Origin
+from stand_ins.tiny_model import write_tiny_model
 from model_fetch import run_module  # noqa: E402
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REPO_ROOT
+from harness import REPO_ROOT
 
 SITE = str(REPO_ROOT / "playbooks" / "site.yml")
 ROLLING_UPDATE = str(REPO_ROOT / "playbooks" / "rolling_update.yml")

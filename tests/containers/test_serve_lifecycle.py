@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import BUILD_SETUP, REPO_ROOT, prepared_host
+from harness import BUILD_SETUP, REPO_ROOT, prepared_host
 
 SERVE = {
     "vllm_serve_model": "arm-inference/test-model",

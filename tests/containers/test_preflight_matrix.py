@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from conftest import NATIVE, REPO_ROOT, Container, playbook_command
+from harness import NATIVE, REPO_ROOT, Container, playbook_command
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "unit"))
 from bad_inputs import CASES, SECRET, VALID  # noqa: E402

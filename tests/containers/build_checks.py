@@ -1,4 +1,4 @@
-"""What the vllm_build integration tests do to and read from a prepared host: run build.yml at a ref,
+"""What the vllm_build container tests do to and read from a prepared host: run build.yml at a ref,
 read `current` and its release stamp, probe the installed fixture vLLM, and interrupt a build."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BUILD_SETUP, REPO_ROOT, playbook_command, run_playbook
+from harness import BUILD_SETUP, REPO_ROOT, playbook_command, run_playbook
 
 BUILD = str(REPO_ROOT / "playbooks" / "build.yml")
 ROOT = "/opt/vllm"

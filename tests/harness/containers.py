@@ -1,28 +1,36 @@
-"""Shared helpers for integration tests: native containers and ansible-playbook runs against them.
-
-These tests run on the machine's native architecture (fast), from images built by
-tests/harness/harness.py, and need root (rootful podman), like the rest of `make test`. vllm_build's
-lifecycle and fleet tests compile on BUILD_ARCH: the machine's own by default (what they prove does not
-depend on the architecture); `make build-arm64` runs them on aarch64, emulated on an x86_64 machine.
-The aarch64 compile itself is proven in CI by the molecule `site` scenario.
-"""
+"""Containers for the container tests (tests/containers) and the benchmarks: throw-away podman containers
+reachable through Ansible's podman connection, booted prepared hosts, and ansible-playbook runs against
+them with the tests' variables."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import uuid
 from pathlib import Path
 
-import pytest
+from harness.images import boot_container
+from harness.machine import REPO_ROOT, native_arch
+from harness.prepared import FIXTURE_REPO, PREPARE_VARIABLES
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-NATIVE = {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
+NATIVE = native_arch()
 # Where vllm_build's lifecycle and fleet compile. Natively they take about 4 minutes on this 2-core
 # machine; emulated aarch64 (ARM_INFERENCE_BUILD_ARCH=arm64, `make build-arm64`) takes about 25.
 BUILD_ARCH = os.environ.get("ARM_INFERENCE_BUILD_ARCH", NATIVE)
+
+# Variables that let prepare.yml and build.yml run in a native test container: prepare.yml's (the
+# machine's CA for PyPI, the compiler floor only warning), the fixture vLLM tree instead of
+# GitHub's, no PyTorch index (unreachable here, and the fixture needs no torch).
+BUILD_SETUP = dict(
+    PREPARE_VARIABLES,
+    vllm_build_git_repo=FIXTURE_REPO,
+    vllm_build_torch_index_url="",
+    vllm_build_min_free_disk_gib=1,
+    vllm_build_poll_interval=2,
+    # Every host compiles; the fleet test turns the controller's wheel cache on.
+    vllm_build_wheel_cache_dir="",
+)
 
 
 def podman(*args, check=True):
@@ -86,59 +94,9 @@ def run_playbook(hosts, tmp_path, role, variables, collections_path=None, option
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
 
 
-@pytest.fixture(scope="module")
-def supported_host():
-    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=True)
-    yield container
-    container.remove()
-
-
-@pytest.fixture(scope="module")
-def unsupported_host():
-    container = Container("localhost/arm-inference/debian-testing-%s:latest" % NATIVE, systemd=False)
-    yield container
-    container.remove()
-
-
-# The harness builds the prepared image (tests/harness/harness.py prepared-image) and owns what
-# prepare.yml gets there; the tests share its variables and helpers instead of keeping a copy.
-_HARNESS_SPEC = importlib.util.spec_from_file_location("harness", REPO_ROOT / "tests" / "harness" / "harness.py")
-harness = importlib.util.module_from_spec(_HARNESS_SPEC)
-_HARNESS_SPEC.loader.exec_module(harness)
-
-FIXTURE_REPO = harness.FIXTURE_REPO
-# Variables that let prepare.yml and build.yml run in a native test container: prepare.yml's (the
-# machine's CA for PyPI, the compiler floor only warning), the fixture vLLM tree instead of
-# GitHub's, no PyTorch index (unreachable here, and the fixture needs no torch).
-BUILD_SETUP = dict(
-    harness.PREPARE_VARIABLES,
-    vllm_build_git_repo=FIXTURE_REPO,
-    vllm_build_torch_index_url="",
-    vllm_build_min_free_disk_gib=1,
-    vllm_build_poll_interval=2,
-    # Every host compiles; the fleet test turns the controller's wheel cache on.
-    vllm_build_wheel_cache_dir="",
-)
-
-
 def boot(container):
     """Wait for systemd in the container, and share mounts as systemd expects (credentials)."""
-    harness.boot_container(container.name)
-
-
-@pytest.fixture(scope="session")
-def prepared_image():
-    """This machine's Debian 12 after prepare.yml with the fixture vLLM repository staged: the build
-    and serve tests start from what prepare.yml leaves on a host instead of each re-running apt. The
-    harness rebuilds it only when its inputs changed (`make integration` asks before pytest starts;
-    its lock makes a second xdist worker wait for the first and then find the image current)."""
-    return harness.build_prepared_image()
-
-
-@pytest.fixture(scope="session")
-def build_image():
-    """The same prepared Debian 12, for BUILD_ARCH."""
-    return harness.build_prepared_image(BUILD_ARCH)
+    boot_container(container.name)
 
 
 def prepared_host(image, options=()):
@@ -150,13 +108,3 @@ def prepared_host(image, options=()):
         container.remove()
         raise
     return container
-
-
-# With BUILD_ARCH emulated, the build lifecycle takes longest: collected first, pytest-xdist hands it
-# out first, and its worker also builds that architecture's prepared image while the other worker runs
-# the native files. The fleet test, which needs that image too, comes last.
-COLLECTION_ORDER = {"test_build_lifecycle.py": 0, "test_build_fleet.py": 2}
-
-
-def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: COLLECTION_ORDER.get(item.path.name, 1))

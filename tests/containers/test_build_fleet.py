@@ -17,7 +17,7 @@ import re
 import pytest
 
 from build_checks import build_on, current_stamp, ROOT
-from conftest import BUILD_ARCH, NATIVE as NATIVE_ARCH, REPO_ROOT, prepared_host
+from harness import BUILD_ARCH, NATIVE as NATIVE_ARCH, REPO_ROOT, prepared_host
 
 SAMPLES = REPO_ROOT / "tests" / "unit" / "samples"
 VECTOR_FLAGS = re.compile(r"^(avx2|avx512\w*|amx\w*)$")

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from build_checks import build, current, interrupt, served_version, sleeping, stamp, ROOT
-from conftest import prepared_host
+from harness import prepared_host
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from build_checks import build, current, stamp, ROOT
-from conftest import REPO_ROOT, podman, prepared_host
+from harness import REPO_ROOT, podman, prepared_host
 
 PORT = 8099
 SERVED = "/srv/vllm-sources"

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from build_checks import build, current, current_stamp, interrupt, served_version, sleeping, stamp, ROOT
-from conftest import podman, prepared_host
+from harness import podman, prepared_host
 
 
 @pytest.fixture(scope="module")

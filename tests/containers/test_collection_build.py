@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from conftest import REPO_ROOT
+from harness import REPO_ROOT
 
 
 @pytest.fixture(scope="module")

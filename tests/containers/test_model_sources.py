@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NATIVE, REPO_ROOT, Container, harness, playbook_command, run_playbook
+import harness
+from harness import NATIVE, REPO_ROOT, Container, playbook_command, run_playbook
 
-sys.path.insert(0, str(REPO_ROOT / "tests" / "stand_ins"))
-from s3_origin import REGION, S3Origin  # noqa: E402
-from tiny_model import write_tiny_model  # noqa: E402
+from stand_ins.s3_origin import REGION, S3Origin
+from stand_ins.tiny_model import write_tiny_model
 
 MODELS_PLAYBOOK = REPO_ROOT / "playbooks" / "models.yml"
 STORE = "/var/lib/vllm-models"
@@ -39,7 +39,7 @@ FLEET_COMMIT = "4" * 40
 FLEET_MODEL_SIZE = {"hidden": 256, "vocab": 8192}
 # Three inventory hosts, one container: a store each. Three hosts to the role, one container to the machine.
 FLEET = ("fleet-1", "fleet-2", "fleet-3")
-METERED = REPO_ROOT / "tests" / "integration" / "connection_plugins"
+METERED = REPO_ROOT / "tests" / "containers" / "connection_plugins"
 
 
 def _free_port():

@@ -1,0 +1,68 @@
+"""The harness's command line: `python3 tests/harness SUBCOMMAND` (or `python3 -m harness` with tests/ on
+the path). Prepares a Debian machine and builds local systemd images for arm_inference.vllm's tests.
+
+Our CI and development machines are Debian 12 x86_64 without a Docker engine and without access to
+container registries, so every test image is built here from Debian packages with debootstrap and
+imported into rootful podman. aarch64 images run through qemu-user-static binfmt emulation.
+
+Subcommands (all idempotent):
+  setup-host     apt packages, qemu-aarch64 binfmt, podman runtime/ulimit settings for this kernel
+  venv           .venv with the pinned toolchain from requirements-dev.txt
+  link           expose the checkout as ansible_collections/arm_inference/vllm under .cache/
+  images [NAME]  build the named images (default: all) when missing or when their recipe changed
+  wheelhouse     download the real vLLM CPU wheel and its dependencies (engine scenario, local target)
+  tiny-model     make the tiny random model the engine scenario and the local target serve
+  list-images    print the image recipes and the tag each one gets
+  scenarios LANE...  molecule test for each scenario; lanes (comma-separated scenarios, run in order)
+                 run side by side, the first one printed live, the others logged under .cache/logs
+  prepared-image [ARCH...]  Debian 12 (default: this machine's architecture) after prepare.yml with
+                 the fixture vLLM repository staged (what the container tests and the rolling_update
+                 scenario start from), rebuilt only when prepare.yml, the roles it runs, the fixture
+                 tree or the base image change; several architectures are built side by side
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if not __package__:
+    # Run as `python3 tests/harness`: Python put this directory first on the path; the package is
+    # imported by its name from the directory above it.
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+# pylint: disable=wrong-import-position
+
+from harness.machine import ensure_binfmt, link_collection, require_root, setup_host, setup_venv  # noqa: E402
+from harness.images import build_images, list_images  # noqa: E402
+from harness.prepared import build_prepared_images  # noqa: E402
+from harness.assets import fill_wheelhouse, make_tiny_model  # noqa: E402
+from harness.scenarios import run_scenarios  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("setup-host").set_defaults(func=setup_host)
+    commands.add_parser("binfmt").set_defaults(func=lambda _args: (require_root(), ensure_binfmt()))
+    commands.add_parser("venv").set_defaults(func=setup_venv)
+    commands.add_parser("link").set_defaults(func=link_collection)
+    images = commands.add_parser("images")
+    images.add_argument("names", nargs="*")
+    images.set_defaults(func=build_images)
+    commands.add_parser("list-images").set_defaults(func=list_images)
+    commands.add_parser("wheelhouse").set_defaults(func=fill_wheelhouse)
+    commands.add_parser("tiny-model").set_defaults(func=make_tiny_model)
+    scenarios = commands.add_parser("scenarios")
+    scenarios.add_argument("lanes", nargs="+")
+    scenarios.set_defaults(func=run_scenarios)
+    prepared = commands.add_parser("prepared-image")
+    prepared.add_argument("arches", nargs="*", metavar="ARCH")
+    prepared.set_defaults(func=lambda args: (require_root(), build_prepared_images(args)))
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
