@@ -708,7 +708,7 @@ def build_plan(params, check_mode=False):
     needed = prepared and release not in state["complete"]
     verb = "install" if method == "wheel" else "build"
     if not prepared:
-        reason = ("the source of %s is not fetched yet (check mode on a fresh host), so the build identity is unknown; "
+        reason = ("the source of %s is not fetched yet (check mode before its first fetch), so the build identity is unknown; "
                   "a real run fetches it and builds." % label)
     elif needed:
         reason = "no release for identity %s (%s) on the host: %s it as release %s and make it current%s." % (

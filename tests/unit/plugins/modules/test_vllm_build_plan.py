@@ -153,7 +153,7 @@ def test_a_finished_build_on_the_host_is_reused(capsys, tmp_path, venv, tree, gr
 def test_a_source_not_fetched_yet_in_check_mode_plans_nothing(capsys, tmp_path, venv, graviton4, no_rustup):
     plan = git_plan(capsys, tmp_path, venv, tmp_path / "absent", graviton4, check_mode=True)
     assert not plan["prepared"] and not plan["needed"] and not plan["build"] and not plan["activate"]
-    assert plan["reason"] == ("the source of v0.32.0 is not fetched yet (check mode on a fresh host), so the build "
+    assert plan["reason"] == ("the source of v0.32.0 is not fetched yet (check mode before its first fetch), so the build "
                               "identity is unknown; a real run fetches it and builds.")
 
 
