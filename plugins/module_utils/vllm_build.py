@@ -13,10 +13,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
+import shutil
+import subprocess
 from email.parser import HeaderParser
 
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_rules import PIP_PIN
 
 # vLLM renamed its CPU build requirements in late 2025 (requirements/cpu-build.txt ->
 # requirements/build/cpu.txt); a pinned tree has exactly one of them. Newest layout first.
@@ -463,3 +468,284 @@ def elect_builders(hosts, identities, compile_needed):
         if needed and identity and identity not in builders:
             builders[str(identity)] = str(host)
     return builders
+
+
+# ---------------------------------------------------------------------------------------------
+# Releases on a host, the build venv's toolchain, a release's smoke test and the build plan
+
+RELEASE_STAMP = "release.json"
+
+
+def release_state(root):
+    """The releases under root: complete ones (name -> stamp), incomplete ones (no stamp), the current
+    one (the `current` link's target, or None) and the activation history, oldest first."""
+    complete, incomplete = {}, []
+    directory = os.path.join(root, "releases")
+    if os.path.isdir(directory):
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if not os.path.isdir(path) or os.path.islink(path):
+                continue
+            try:
+                with open(os.path.join(path, RELEASE_STAMP), encoding="utf-8") as handle:
+                    complete[name] = json.load(handle)
+            except FileNotFoundError:
+                incomplete.append(name)
+            except ValueError as error:
+                raise BuildError("The stamp of release %s is not valid JSON (%s); remove that release directory."
+                                 % (path, error))
+    link = os.path.join(root, "current")
+    current = None
+    if os.path.islink(link):
+        current = os.path.basename(os.path.normpath(os.readlink(link)))
+    elif os.path.exists(link):
+        raise BuildError("%s exists but is not a symlink; move it away so releases can be switched atomically." % link)
+    try:
+        with open(os.path.join(root, "release-history"), encoding="utf-8") as handle:
+            history = parse_history(handle.read())
+    except FileNotFoundError:
+        history = []
+    return {"complete": complete, "incomplete": incomplete, "current": current, "history": history}
+
+
+def _run(argv):
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+def venv_python_version(venv):
+    """major.minor of the Python a venv runs (what decides the wheel's tag and the tree's Requires-Python)."""
+    python = os.path.join(venv, "bin", "python")
+    try:
+        result = _run([python, "--version"])
+    except OSError:
+        result = None
+    # Python 2 printed its version on stderr; Python 3 prints "Python 3.11.2" on stdout.
+    found = result and re.match(r"Python (\d+)\.(\d+)", (result.stdout or result.stderr).strip())
+    if not found or result.returncode != 0:
+        raise BuildError(input_message("vllm_build_venv_path", "%s does not run" % python, venv,
+                                       "prepare the host with prepare.yml (python_venv) or point it at a working venv"))
+    return "%s.%s" % found.groups()
+
+
+def compiler(name):
+    """The C++ compiler the build uses, by its real file (c++ and g++-12 are often the same compiler) and
+    full version, such as 'g++-12 12.2.0'; None when it is not on PATH."""
+    found = shutil.which(name)
+    if not found:
+        return None
+    real = os.path.realpath(found)
+    version = _run([real, "-dumpfullversion", "-dumpversion"])
+    return "%s %s" % (os.path.basename(real), version.stdout.strip())
+
+
+# Run by a release's own Python (-I, from /): the modules must import, and vLLM says its version.
+SMOKE_PROBE = """
+import importlib, importlib.metadata as metadata, json, sys
+try:
+    import torch  # vLLM's extensions link libtorch; load it first when the build has it
+except ImportError:
+    pass
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+import vllm
+try:
+    torch_version = metadata.version("torch")
+except metadata.PackageNotFoundError:
+    torch_version = None
+print(json.dumps({"version": vllm.__version__, "torch": torch_version}))
+"""
+
+
+def smoke_test(python, modules, version_suffix):
+    """Import vllm and `modules` with a release's Python; return {'version', 'torch'} or raise BuildError
+    when an import fails or the version does not end with version_suffix."""
+    result = subprocess.run([python, "-I", "-c", SMOKE_PROBE] + list(modules), capture_output=True, text=True,
+                            check=False, cwd="/")
+    if result.returncode != 0:
+        raise BuildError("the release's Python %s could not import vllm and %s:\n%s" % (
+            python, ", ".join(modules) or "nothing else", result.stderr.strip()[-2000:]))
+    try:
+        found = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise BuildError("the release's smoke test printed no version: %r" % result.stdout[-500:])
+    if not str(found["version"]).endswith(version_suffix):
+        raise BuildError("the installed vLLM %s does not end with vllm_build_version_suffix %s" % (
+            found["version"], version_suffix))
+    return found
+
+
+def wheel_label(wheel):
+    """What a release of a ready-made wheel is named after: the pin, or the wheel file's name without .whl."""
+    if PIP_PIN.match(wheel):
+        return wheel
+    return re.sub(r"\.whl$", "", wheel.rstrip("/").rsplit("/", 1)[-1])
+
+
+COMPILED_METHODS = ("git", "sdist", "archive")
+
+
+def _compiled_inputs(params, info, toolchain, rust):
+    """The build identity's inputs of a compiled method, keyed as the role has always keyed them (an
+    existing build keeps its identity): rust only for trees with Rust parts."""
+    inputs = {"method": params["method"],
+              "requirements": info["requirements_sha256"] if info else {},
+              "target_device": "cpu",
+              "arm_bf16": bool(params["arm_bf16"]),
+              "onednn_source_dir": params["onednn_source_dir"],
+              "acl_root_dir": params["acl_root_dir"],
+              "environment": params["environment"],
+              "toolchain": toolchain,
+              "build_class": params["build_class"],
+              "os": params["os"],
+              "architecture": params["architecture"]}
+    inputs.update(params["source"])
+    if info and info["rust_toolchain"] is not None:
+        inputs["rust"] = rust
+    return inputs
+
+
+def _check_archive_version(params, fresh):
+    """vLLM's version comes from setuptools-scm: git metadata, or PKG-INFO in an sdist. A bare tarball has
+    neither, and its build would fail late with a version lookup error. `fresh`: the tree is the one to
+    build (in check mode a changed archive is not unpacked yet, so what it holds is not known)."""
+    if params["method"] == "archive" and fresh and not params["archive_version"] \
+            and not os.path.isfile(os.path.join(params["tree"], "PKG-INFO")):
+        raise BuildError("vllm_build: %s has neither PKG-INFO (an sdist) nor git metadata, so vLLM cannot tell its "
+                         "version. Set vllm_build_archive_version to the version it holds (for example 0.32.0)."
+                         % params["archive"])
+
+
+def _check_tree(params, info, python, fresh):
+    """Refusals a described tree earns before anything is built: a Python it does not support, an sdist
+    whose PKG-INFO names another version than the pin."""
+    if info["python_supported"] is False:
+        raise BuildError("vllm_build_venv_path: %s supports Python %s, not this venv's (got Python %s in %s); build "
+                         "the venv from a Python it supports (python_venv) or pin a vLLM that supports this one."
+                         % (params["label"], info["requires_python"], python, params["venv"]))
+    wanted = str(params["sdist"]).rsplit("==", maxsplit=1)[-1]
+    if params["method"] == "sdist" and fresh and info["version"] is not None and info["version"] != wanted:
+        raise BuildError("vllm_build_sdist: the sdist found on the index says it is version %s in its PKG-INFO (got %s); "
+                         "check the index (vllm_build_sdist_index_url, the venv's pip.conf) serves the real sdist."
+                         % (info["version"], params["sdist"]))
+
+
+def _rust_choice(params, info, notes):
+    """The Rust toolchain the build uses ('' = none), with what the operator must hear about it."""
+    pinned = info["rust_toolchain"]
+    if pinned is None:
+        return ""
+    chosen = pinned if params["rust"] != "off" and shutil.which("rustup") else ""
+    if not chosen and params["rust"] == "required":
+        raise BuildError("vllm_build: %s has Rust extensions (rust-toolchain.toml pins %s) and vllm_build_rust=required, "
+                         "but the host has no rustup. Run build_deps with build_deps_rust_enabled=true (an OS that "
+                         "packages rustup), install rustup yourself, or set vllm_build_rust to auto or off."
+                         % (params["label"], pinned))
+    if not chosen:
+        why = "vllm_build_rust is off" if params["rust"] == "off" else "the host has no rustup (build_deps_rust_enabled)"
+        notes.append("vllm_build: building %s WITHOUT its optional Rust extensions (vllm-rs, Rust tool parsers; "
+                     "rust-toolchain.toml pins %s): %s. Features that import them fail at run time; the release stamp "
+                     "records an empty rust." % (params["label"], pinned, why))
+    return chosen
+
+
+def _torch_note(params, info):
+    torch = info["torch"]
+    if not torch or torch["index"] is None:
+        return None
+    where = ("vllm_build_torch_index_url adds " + params["torch_index_url"]) if params["torch_index_url"] else (
+        "vllm_build_torch_index_url is empty, so a mirror in %s/pip.conf must carry it" % params["venv"])
+    return "vllm_build: %s pins %s, published only on %s; %s." % (params["label"], torch["requirement"], torch["index"], where)
+
+
+def _check_wheel_record(params):
+    """A wheel file from the wheel cache carries wheel.json naming its build class: never another class's."""
+    record = params["wheel_record"] or {}
+    if record.get("build_class", params["build_class"]) != params["build_class"]:
+        raise BuildError("vllm_build: the wheel %s (vllm_build_wheel) was compiled on %s for build class %s, but %s is %s; "
+                         "its instructions may not exist on this CPU." % (
+                             params["wheel"], record.get("builder", "?"), record.get("build_class", "?"),
+                             params["host_name"], params["build_class"]))
+
+
+def build_plan(params, check_mode=False):
+    """The build plan of one host, from its build venv, its releases and the fetched source.
+
+    params: the vllm_build_plan module's options (see its documentation). Returns the plan: identity,
+    release, whether a build is needed and why (one sentence), whether to build now (never in check
+    mode) and to activate, what a compile needs (requirements, Rust toolchain) and the wheel cache key.
+    Raises BuildError for a source the role must refuse before anything is built.
+    """
+    params = dict(params, build_class=vllm_tuning.build_class(params["facts"]))
+    state = release_state(params["root"])
+    method = params["method"]
+    notes = []
+    python = venv_python_version(params["venv"])
+    if method == "wheel":
+        _check_wheel_record(params)
+        label = wheel_label(params["wheel"])
+        info, rust = None, ""
+        inputs = {"method": "wheel", "wheel": params["source"]["wheel"], "toolchain": {"python": python},
+                  "build_class": params["build_class"], "os": params["os"], "architecture": params["architecture"]}
+        prepared = True
+    else:
+        label = params["label"]
+        prepared = os.path.isfile(os.path.join(params["tree"], "setup.py"))
+        info, rust, toolchain = None, "", {}
+        if prepared:
+            # In check mode a changed source is not unpacked yet: the tree there is the previous one.
+            fresh = not (check_mode and params["source_changed"])
+            _check_archive_version(params, fresh)
+            toolchain = {"python": python, "cxx": compiler(params["cxx"])}
+            info = describe_source(params["tree"], platform.machine(), python)
+            _check_tree(params, info, python, fresh)
+            note = _torch_note(params, info)
+            if note:
+                notes.append(note)
+            rust = _rust_choice(params, info, notes)
+        inputs = _compiled_inputs(params, info, toolchain, rust)
+    identity = build_identity(inputs)
+    release = release_name(label, identity)
+    needed = prepared and release not in state["complete"]
+    verb = "install" if method == "wheel" else "build"
+    if not prepared:
+        reason = ("the source of %s is not fetched yet (check mode before its first fetch), so the build identity is unknown; "
+                  "a real run fetches it and builds." % label)
+    elif needed:
+        reason = "no release for identity %s (%s) on the host: %s it as release %s and make it current%s." % (
+            identity, label, verb, release, " (check mode compiles and installs nothing)" if check_mode else "")
+    elif release == state["current"]:
+        reason = "release %s already current: nothing to %s." % (release, verb)
+    else:
+        reason = "release %s already built (identity %s): it becomes current again, nothing to %s." % (
+            release, identity, verb)
+    build_dir = os.path.join(params["root"], "builds", identity)
+    earlier = None
+    if needed and method != "wheel":
+        try:
+            with open(os.path.join(build_dir, "build.json"), encoding="utf-8") as handle:
+                earlier = json.load(handle)
+        except FileNotFoundError:
+            pass
+    return {
+        "prepared": prepared,
+        "needed": needed,
+        "reason": reason,
+        "notes": notes,
+        "build": needed and not check_mode,
+        "activate": prepared and not (check_mode and needed),
+        "identity": identity,
+        "inputs": inputs,
+        "label": label,
+        "release": release,
+        "release_dir": os.path.join(params["root"], "releases", release),
+        "unfinished": release in state["incomplete"],
+        "current": state["current"],
+        "build_dir": build_dir,
+        "build_class": params["build_class"],
+        "python": python,
+        "rust": rust,
+        "tree_info": info,
+        "built_on_host": earlier,
+        "cache_key": wheel_cache_key({"build_class": params["build_class"], "os": params["os"], "python": python,
+                                      "identity": identity}),
+    }

@@ -103,45 +103,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import free_bytes
 
-STAMP = "release.json"
-
-
-def _releases(root):
-    complete, incomplete = {}, []
-    directory = os.path.join(root, "releases")
-    if not os.path.isdir(directory):
-        return complete, incomplete
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if not os.path.isdir(path) or os.path.islink(path):
-            continue
-        try:
-            with open(os.path.join(path, STAMP), encoding="utf-8") as handle:
-                complete[name] = json.load(handle)
-        except FileNotFoundError:
-            incomplete.append(name)
-        except ValueError as error:
-            raise vllm_build.BuildError("The stamp of release %s is not valid JSON (%s); remove that release "
-                                        "directory." % (path, error))
-    return complete, incomplete
-
-
-def _current(root):
-    link = os.path.join(root, "current")
-    if not os.path.islink(link):
-        if os.path.exists(link):
-            raise vllm_build.BuildError("%s exists but is not a symlink; move it away so releases can be "
-                                        "switched atomically." % link)
-        return None
-    return os.path.basename(os.path.normpath(os.readlink(link)))
-
-
-def _history(root):
-    try:
-        with open(os.path.join(root, "release-history"), encoding="utf-8") as handle:
-            return vllm_build.parse_history(handle.read())
-    except FileNotFoundError:
-        return []
+STAMP = vllm_build.RELEASE_STAMP
 
 
 def _switch(root, name, previous):
@@ -160,9 +122,8 @@ def _switch(root, name, previous):
 def run(module):
     params = module.params
     root, action, keep = params["root"], params["action"], params["keep"]
-    complete, incomplete = _releases(root)
-    current = _current(root)
-    history = _history(root)
+    state = vllm_build.release_state(root)
+    complete, incomplete, current, history = state["complete"], state["incomplete"], state["current"], state["history"]
     result = {"changed": False, "previous": current, "current": current, "pruned": [],
               "incomplete": incomplete, "free_bytes": free_bytes(root)}
 

