@@ -25,3 +25,18 @@ def test_check_mode_on_a_fresh_host_changes_nothing(supported_host, tmp_path, ro
     assert "Would install:" in result.stdout
     assert int(re.search(r"changed=(\d+)", result.stdout).group(1)) > 0
     assert supported_host.state() == before
+
+
+def test_vllm_serve_in_check_mode_on_a_fresh_host_renders_its_units_and_changes_nothing(supported_host, tmp_path):
+    # No vLLM, no service user, no tcmalloc yet: the role's one predicate for such a host
+    # (__vllm_serve_unprepared) skips what needs them and says what it cannot know yet.
+    before = supported_host.state()
+    variables = {"vllm_serve_model": "/srv/models/m",
+                 "vllm_serve_instances": [{"name": "main", "model_weights_gib": 1}]}
+    result = supported_host.playbook(tmp_path, "arm_inference.vllm.vllm_serve", variables,
+                                     options=["--check", "--diff"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "check mode, tcmalloc is not installed yet" in result.stdout
+    assert "vllm-serve-main.service" in result.stdout
+    assert int(re.search(r"changed=(\d+)", result.stdout).group(1)) > 0
+    assert supported_host.state() == before

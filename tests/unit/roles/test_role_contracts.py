@@ -85,6 +85,80 @@ def test_the_scan_finds_the_copies_this_collection_once_had():
     assert not literal_defaults("{{ vllm_serve_contract | default(lookup('x')) }}", "vllm_serve")
 
 
+# What vllm_serve does with its units and their /health, another role asks of vllm_serve's entry points
+# (tasks_from: snapshot, restore) instead of writing it again from the contract: a lookup of the units by
+# their marker line, a poll of an instance's /health.
+SERVE_WORK = re.compile(r"\.(?:marker|unit_pattern)\b|\[['\"](?:marker|unit_pattern)['\"]\]|\bhealth_url\b"
+                        r"|\bbase_url(?:['\"]\])?\s*(?:}}|~)\s*['\"]?/health")
+SERVE_ENTRY_POINTS = ("snapshot", "restore")
+
+
+def serve_work_copied(text):
+    return [match.group(0) for match in SERVE_WORK.finditer(text)]
+
+
+SERVE_CONSUMER_TASKS = [path for role in ROLES if role != "vllm_serve"
+                        for path in sorted((ROLES_DIR / role / "tasks").rglob("*.yml"))]
+
+
+@pytest.mark.parametrize("path", SERVE_CONSUMER_TASKS, ids=[str(path.relative_to(ROLES_DIR))
+                                                            for path in SERVE_CONSUMER_TASKS])
+def test_no_role_finds_vllm_serves_units_or_polls_their_health_itself(path):
+    assert serve_work_copied(path.read_text()) == [], "include vllm_serve's entry points (%s) instead" % (
+        ", ".join(SERVE_ENTRY_POINTS))
+
+
+def test_the_serve_scan_finds_the_copies_the_rollout_once_had():
+    # vllm_rollout's keep.yml and restore.yml, before vllm_serve published its snapshot and restore.
+    assert serve_work_copied('contains: "^{{ _vllm_rollout_serve.marker }}$"') == [".marker"]
+    assert serve_work_copied('patterns: "{{ _vllm_rollout_serve.unit_pattern }}"') == [".unit_pattern"]
+    assert serve_work_copied('url: "{{ item.base_url }}/health"') == ["base_url }}/health"]
+    assert serve_work_copied("url: \"{{ item['base_url'] ~ '/health' }}\"") == ["base_url'] ~ '/health"]
+    assert serve_work_copied("url: \"{{ item.base_url ~ '/health' }}\"") == ["base_url ~ '/health"]
+    assert serve_work_copied('url: "{{ item.health_url }}"') == ["health_url"]
+    # The gateway polls its own /health, and a role's own marker is its own business.
+    assert serve_work_copied('url: "{{ __vllm_gateway_endpoint.base_url }}{{ __vllm_gateway_config.health_route }}"') \
+        == []
+    assert serve_work_copied("marker_applies(marker, environment)") == []
+
+
+def _tasks(path):
+    """Every task of a task file, those inside blocks (and their rescue and always) too."""
+    return _tasks_in(yaml.safe_load(path.read_text()) or [])
+
+
+def _tasks_in(tasks):
+    found = []
+    for task in tasks:
+        found.append(task)
+        for part in ("block", "rescue", "always"):
+            found += _tasks_in(task.get(part, []))
+    return found
+
+
+def test_vllm_serve_writes_its_unit_lookup_and_health_poll_once():
+    tasks = [task for path in sorted((ROLES_DIR / "vllm_serve" / "tasks").glob("*.yml")) for task in _tasks(path)]
+    lookups = [task for task in tasks if "_vllm_serve_marker" in str(task.get("ansible.builtin.find", ""))]
+    polls = [task for task in tasks if "/health" in str(task.get("ansible.builtin.uri", {}).get("url", ""))]
+    assert len(lookups) == 1 and len(polls) == 1, (lookups, polls)
+
+
+def test_the_rollout_keeps_and_restores_through_vllm_serves_entry_points():
+    specs = yaml.safe_load((ROLES_DIR / "vllm_serve" / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    included = [task["ansible.builtin.include_role"].get("tasks_from")
+                for path in sorted((ROLES_DIR / "vllm_rollout" / "tasks").glob("*.yml")) for task in _tasks(path)
+                if task.get("ansible.builtin.include_role", {}).get("name") == "arm_inference.vllm.vllm_serve"]
+    assert set(SERVE_ENTRY_POINTS) <= set(included)
+    for entry_point in SERVE_ENTRY_POINTS:
+        assert (ROLES_DIR / "vllm_serve" / "tasks" / (entry_point + ".yml")).is_file()
+        assert specs[entry_point]["short_description"] and specs[entry_point]["options"]
+    # restore reads exactly what snapshot publishes.
+    [publish] = [task for task in _tasks(ROLES_DIR / "vllm_serve" / "tasks" / "snapshot.yml")
+                 if "vllm_serve_snapshot" in task.get("ansible.builtin.set_fact", {})]
+    published = publish["ansible.builtin.set_fact"]["vllm_serve_snapshot"]
+    assert set(published) == set(specs["restore"]["options"]["vllm_serve_snapshot"]["options"])
+
+
 @pytest.mark.parametrize("role", sorted(role_contracts.CONTRACTS))
 def test_a_contract_reads_only_variables_its_owner_has(role):
     own = owner_values(role)
