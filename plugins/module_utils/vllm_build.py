@@ -16,7 +16,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 from email.parser import HeaderParser
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
@@ -508,34 +507,32 @@ def release_state(root):
     return {"complete": complete, "incomplete": incomplete, "current": current, "history": history}
 
 
-def _run(argv):
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
+# The probes below take `run`: AnsibleModule.run_command in the modules (argv, cwd=...) -> (rc, out, err).
 
 
-def venv_python_version(venv):
+def venv_python_version(venv, run):
     """major.minor of the Python a venv runs (what decides the wheel's tag and the tree's Requires-Python)."""
     python = os.path.join(venv, "bin", "python")
-    try:
-        result = _run([python, "--version"])
-    except OSError:
-        result = None
-    # Python 2 printed its version on stderr; Python 3 prints "Python 3.11.2" on stdout.
-    found = result and re.match(r"Python (\d+)\.(\d+)", (result.stdout or result.stderr).strip())
-    if not found or result.returncode != 0:
+    found = None
+    if os.access(python, os.X_OK):
+        rc, out, err = run([python, "--version"])
+        # Python 2 printed its version on stderr; Python 3 prints "Python 3.11.2" on stdout.
+        found = rc == 0 and re.match(r"Python (\d+)\.(\d+)", (out or err).strip())
+    if not found:
         raise BuildError(input_message("vllm_build_venv_path", "%s does not run" % python, venv,
                                        "prepare the host with prepare.yml (python_venv) or point it at a working venv"))
     return "%s.%s" % found.groups()
 
 
-def compiler(name):
+def compiler(name, run):
     """The C++ compiler the build uses, by its real file (c++ and g++-12 are often the same compiler) and
     full version, such as 'g++-12 12.2.0'; None when it is not on PATH."""
     found = shutil.which(name)
     if not found:
         return None
     real = os.path.realpath(found)
-    version = _run([real, "-dumpfullversion", "-dumpversion"])
-    return "%s %s" % (os.path.basename(real), version.stdout.strip())
+    dummy_rc, out, dummy_err = run([real, "-dumpfullversion", "-dumpversion"])
+    return "%s %s" % (os.path.basename(real), out.strip())
 
 
 # Run by a release's own Python (-I, from /): the modules must import, and vLLM says its version.
@@ -556,18 +553,17 @@ print(json.dumps({"version": vllm.__version__, "torch": torch_version}))
 """
 
 
-def smoke_test(python, modules, version_suffix):
+def smoke_test(python, modules, version_suffix, run):
     """Import vllm and `modules` with a release's Python; return {'version', 'torch'} or raise BuildError
     when an import fails or the version does not end with version_suffix."""
-    result = subprocess.run([python, "-I", "-c", SMOKE_PROBE] + list(modules), capture_output=True, text=True,
-                            check=False, cwd="/")
-    if result.returncode != 0:
+    rc, out, err = run([python, "-I", "-c", SMOKE_PROBE] + list(modules), cwd="/")
+    if rc != 0:
         raise BuildError("the release's Python %s could not import vllm and %s:\n%s" % (
-            python, ", ".join(modules) or "nothing else", result.stderr.strip()[-2000:]))
+            python, ", ".join(modules) or "nothing else", err.strip()[-2000:]))
     try:
-        found = json.loads(result.stdout.strip().splitlines()[-1])
+        found = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise BuildError("the release's smoke test printed no version: %r" % result.stdout[-500:])
+        raise BuildError("the release's smoke test printed no version: %r" % out[-500:])
     if not str(found["version"]).endswith(version_suffix):
         raise BuildError("the installed vLLM %s does not end with vllm_build_version_suffix %s" % (
             found["version"], version_suffix))
@@ -667,7 +663,7 @@ def _check_wheel_record(params):
                              params["host_name"], params["build_class"]))
 
 
-def build_plan(params, check_mode=False):
+def build_plan(params, run, check_mode=False):
     """The build plan of one host, from its build venv, its releases and the fetched source.
 
     params: the vllm_build_plan module's options (see its documentation). Returns the plan: identity,
@@ -679,7 +675,7 @@ def build_plan(params, check_mode=False):
     state = release_state(params["root"])
     method = params["method"]
     notes = []
-    python = venv_python_version(params["venv"])
+    python = venv_python_version(params["venv"], run)
     if method == "wheel":
         _check_wheel_record(params)
         label = wheel_label(params["wheel"])
@@ -695,7 +691,7 @@ def build_plan(params, check_mode=False):
             # In check mode a changed source is not unpacked yet: the tree there is the previous one.
             fresh = not (check_mode and params["source_changed"])
             _check_archive_version(params, fresh)
-            toolchain = {"python": python, "cxx": compiler(params["cxx"])}
+            toolchain = {"python": python, "cxx": compiler(params["cxx"], run)}
             info = describe_source(params["tree"], platform.machine(), python)
             _check_tree(params, info, python, fresh)
             note = _torch_note(params, info)

@@ -258,7 +258,7 @@ def main():
                                                                      ("method", "archive", ["tree"])],
                            supports_check_mode=True)
     try:
-        plan = vllm_build.build_plan(module.params, module.check_mode)
+        plan = vllm_build.build_plan(module.params, module.run_command, module.check_mode)
     except (vllm_build.BuildError, OSError, UnicodeDecodeError) as error:
         module.fail_json(msg=str(error))
     module.exit_json(changed=False, **plan)

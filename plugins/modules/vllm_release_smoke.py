@@ -64,7 +64,8 @@ def main():
                                           "version_suffix": {"type": "str", "default": ""}},
                            supports_check_mode=True)
     try:
-        found = vllm_build.smoke_test(module.params["python"], module.params["modules"], module.params["version_suffix"])
+        params = module.params
+        found = vllm_build.smoke_test(params["python"], params["modules"], params["version_suffix"], module.run_command)
     except (vllm_build.BuildError, OSError) as error:
         module.fail_json(msg=str(error))
     module.exit_json(changed=False, **found)

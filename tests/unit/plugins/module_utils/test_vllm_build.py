@@ -10,6 +10,7 @@ import pytest
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_build import BuildError
 
+from command_runner import run_command
 from conftest import REPO_ROOT
 
 FIXTURE_TREE = REPO_ROOT / "tests" / "fixtures" / "vllm_source"
@@ -378,10 +379,10 @@ def test_the_venv_python_and_the_compiler_are_read_from_the_host(tmp_path):
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    assert vllm_build.venv_python_version(str(venv)) == "%d.%d" % sys.version_info[:2]
-    assert vllm_build.compiler("no-such-compiler-here") is None
+    assert vllm_build.venv_python_version(str(venv), run_command) == "%d.%d" % sys.version_info[:2]
+    assert vllm_build.compiler("no-such-compiler-here", run_command) is None
     if not shutil.which("c++"):
         pytest.skip("no C++ compiler on this machine")
-    found = vllm_build.compiler("c++")
+    found = vllm_build.compiler("c++", run_command)
     real = os.path.basename(os.path.realpath(shutil.which("c++")))
     assert re.fullmatch(re.escape(real) + r" \d+(\.\d+)+", found), found

@@ -18,6 +18,7 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_bui
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 from ansible_collections.arm_inference.vllm.plugins.modules import vllm_build_plan
 
+from command_runner import run_command
 from conftest import REPO_ROOT
 
 FIXTURE_TREE = REPO_ROOT / "tests" / "fixtures" / "vllm_source"
@@ -97,7 +98,7 @@ def test_the_identity_is_made_of_what_the_role_always_hashed(capsys, tmp_path, v
     described = vllm_build.describe_source(str(tree), "aarch64", PYTHON)
     compiler = None
     if shutil.which("c++"):
-        compiler = vllm_build.compiler("c++")
+        compiler = vllm_build.compiler("c++", run_command)
     # The keys and values the role's YAML put together before the plan existed: existing builds keep their identity.
     expected = {"method": "git", "requirements": described["requirements_sha256"], "target_device": "cpu",
                 "arm_bf16": True, "onednn_source_dir": "", "acl_root_dir": "", "environment": {"CMAKE_ARGS": "-DX=1"},

@@ -13,6 +13,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
 from ansible_collections.arm_inference.vllm.plugins.modules import vllm_release_smoke
+from command_runner import run_command
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_a_version_without_the_suffix_is_refused(capsys, release_python):
 
 def test_a_module_that_does_not_import_is_named_with_its_error(release_python):
     with pytest.raises(vllm_build.BuildError) as raised:
-        vllm_build.smoke_test(release_python, ["vllm._C", "vllm.broken"], "")
+        vllm_build.smoke_test(release_python, ["vllm._C", "vllm.broken"], "", run_command)
     assert "could not import vllm and vllm._C, vllm.broken" in str(raised.value)
     assert "libtorch_cpu.so: cannot open shared object file" in str(raised.value)
 
@@ -58,4 +59,4 @@ def test_the_release_is_imported_from_its_own_venv_only(tmp_path, release_python
     (tmp_path / "vllm" / "__init__.py").write_text('__version__ = "9.9.9+cpu"\n')
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert vllm_build.smoke_test(release_python, [], "+cpu")["version"] == "0.32.1+cpu"
+    assert vllm_build.smoke_test(release_python, [], "+cpu", run_command)["version"] == "0.32.1+cpu"
