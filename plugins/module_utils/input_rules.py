@@ -36,6 +36,8 @@ GIT_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 DISTRIBUTION_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+# The distribution a PEP 508 requirement names: its first word ("torch==2.13.0; ..." -> torch).
+REQUIREMENT_NAME = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:$|[\[(<>=!~;@ ])")
 TIME_SPAN = re.compile(r"^[0-9]+ ?(us|ms|s|sec|min|h|d|w)?$")
 SYSTEM_DIRECTORIES = ("/", "/usr", "/opt", "/var", "/home", "/etc", "/root", "/tmp")
 # Roles that install or configure something on the host: they need a supported OS.
@@ -67,6 +69,13 @@ def python_version_problem(version):
     if tuple(int(part) for part in str(version).split(".")) < PYTHON_FLOOR:
         return "must be %d.%d or newer (vLLM's CPU backend)" % PYTHON_FLOOR
     return None
+
+
+def requirement_name(requirement):
+    """The PEP 503 normalized distribution name a requirement line names, or None when it names none
+    (an option such as --index-url, a URL, an empty line)."""
+    match = REQUIREMENT_NAME.match(str(requirement).strip())
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else None
 
 
 def _is_int(value):
@@ -478,6 +487,22 @@ def vllm_build_lists(variables, host):
     if not all(DISTRIBUTION_NAME.match(str(package)) for package in packages):
         errors.append(InputError("vllm_build_remove_packages", "must be a list of distribution names", packages,
                                  "for example [torchvision]"))
+    return errors + _requirement_overrides(variables.get("vllm_build_requirement_overrides") or {})
+
+
+def _requirement_overrides(overrides):
+    """Each key a distribution the wheel requires, each value "" (leave it out) or one requirement line
+    naming that same distribution: never a pip option, never another package."""
+    errors = []
+    for name, requirement in overrides.items() if isinstance(overrides, dict) else []:
+        if not DISTRIBUTION_NAME.match(str(name)):
+            errors.append(InputError("vllm_build_requirement_overrides", "has a key that is no distribution name", name,
+                                     "use the name the wheel requires, for example torch"))
+        elif not isinstance(requirement, str) or has_control_characters(requirement) or (
+                requirement.strip() and requirement_name(requirement) != requirement_name(name)):
+            errors.append(InputError("vllm_build_requirement_overrides",
+                                     "%s must map to one requirement naming %s, or to \"\" to leave it out" % (name, name),
+                                     requirement, "for example {torch: 'torch==2.13.0'}"))
     return errors
 
 
@@ -781,8 +806,10 @@ RULES = {
          "vllm_build_wheel_cache_dir", "absolute paths, a non-root build account"),
         (vllm_build_limits, "vllm_build_keep_releases, vllm_build_timeout, vllm_build_poll_interval, "
          "vllm_build_min_free_disk_gib", ">= 1 release, >= 60 s, >= 1 s, >= 0 GiB"),
-        (vllm_build_lists, "vllm_build_environment, vllm_build_smoke_modules, vllm_build_remove_packages",
-         "variable names without control characters, module names, distribution names"),
+        (vllm_build_lists, "vllm_build_environment, vllm_build_smoke_modules, vllm_build_remove_packages, "
+         "vllm_build_requirement_overrides",
+         "variable names without control characters, module names, distribution names; each override one "
+         "requirement naming its key, or \"\""),
         (vllm_build_host, "vllm_build_max_jobs, vllm_build_gib_per_job, vllm_build_environment, "
          "vllm_build_min_free_disk_gib, vllm_build_root, vllm_build_rollback",
          "the CPU has dotprod and fp16; one compile job fits in available memory, and so does the Arm Compute "

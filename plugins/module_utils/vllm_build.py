@@ -20,7 +20,7 @@ from email.parser import HeaderParser
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
-from ansible_collections.arm_inference.vllm.plugins.module_utils.input_rules import PIP_PIN
+from ansible_collections.arm_inference.vllm.plugins.module_utils.input_rules import PIP_PIN, requirement_name
 
 # vLLM renamed its CPU build requirements in late 2025 (requirements/cpu-build.txt ->
 # requirements/build/cpu.txt); a pinned tree has exactly one of them. Newest layout first.
@@ -580,6 +580,33 @@ def wheel_label(wheel):
 COMPILED_METHODS = ("git", "sdist", "archive")
 
 
+def wheel_requirements(wheel, requires_dist, overrides):
+    """What a release installs after its wheel went in without dependencies (vllm_build_requirement_overrides):
+    the wheel's own requirements (Requires-Dist, markers kept for pip to evaluate), where every line naming a
+    distribution the overrides name gives way to the override, written once, or to nothing when it is "".
+
+    Returns (lines, replaced): replaced maps each overridden name to the wheel's own lines for it. An
+    override naming something the wheel does not require is refused: it would silently change nothing.
+    """
+    wanted = {requirement_name(name): value.strip() for name, value in overrides.items()}
+    lines, replaced = [], {}
+    for line in requires_dist:
+        name = requirement_name(line)
+        if name not in wanted:
+            lines.append(line)
+            continue
+        if name not in replaced and wanted[name]:
+            lines.append(wanted[name])
+        replaced.setdefault(name, []).append(line)
+    unused = sorted(set(wanted) - set(replaced))
+    if unused:
+        raise BuildError(input_message("vllm_build_requirement_overrides", "names %s, which %s does not require"
+                                       % (", ".join(unused), wheel), overrides,
+                                       "remove it or use the name in the wheel's Requires-Dist: %s"
+                                       % ", ".join(sorted({requirement_name(line) for line in requires_dist}))))
+    return lines, replaced
+
+
 def _compiled_inputs(params, info, toolchain, rust):
     """The build identity's inputs of a compiled method, keyed as the role has always keyed them (an
     existing build keeps its identity): rust only for trees with Rust parts."""
@@ -699,6 +726,10 @@ def build_plan(params, run, check_mode=False):
                 notes.append(note)
             rust = _rust_choice(params, info, notes)
         inputs = _compiled_inputs(params, info, toolchain, rust)
+    if params.get("requirement_overrides"):
+        # Only when set, so releases made before the option existed keep their identity.
+        inputs["requirement_overrides"] = {requirement_name(name): value
+                                           for name, value in sorted(params["requirement_overrides"].items())}
     identity = build_identity(inputs)
     release = release_name(label, identity)
     needed = prepared and release not in state["complete"]

@@ -92,6 +92,10 @@ options:
     description: The role's C(vllm_build_torch_index_url), named in what the plan says about the tree's torch.
     type: str
     default: ""
+  requirement_overrides:
+    description: The role's C(vllm_build_requirement_overrides); part of the identity when not empty.
+    type: dict
+    default: {}
   sdist:
     description: The role's C(vllm_build_sdist), whose version the sdist's C(PKG-INFO) must name.
     type: str
@@ -243,6 +247,7 @@ ARGUMENT_SPEC = {
     "acl_root_dir": {"type": "str", "default": ""},
     "environment": {"type": "dict", "default": {}},
     "torch_index_url": {"type": "str", "default": ""},
+    "requirement_overrides": {"type": "dict", "default": {}},
     "sdist": {"type": "str", "default": ""},
     "archive": {"type": "str", "default": ""},
     "archive_version": {"type": "str", "default": ""},

@@ -1,8 +1,9 @@
 """vllm_build on a native systemd container, for what does not depend on the CPU architecture (the
 lifecycle that does runs on aarch64, test_build_lifecycle.py): a build whose controller goes away
 mid-compile is adopted by the next run, and a ready-made wheel becomes a release without compiling
-and is refused when described as built for another CPU class. The fixture vLLM tree
-(tests/fixtures/vllm_source/README.md says what it stands in for) is compiled."""
+and is refused when described as built for another CPU class; an override of a requirement the wheel
+does not have (vllm_build_requirement_overrides) fails that release and keeps the current one. The
+fixture vLLM tree (tests/fixtures/vllm_source/README.md says what it stands in for) is compiled."""
 
 from __future__ import annotations
 
@@ -62,3 +63,23 @@ def test_a_ready_made_wheel_becomes_a_release_without_compiling(host, tmp_path):
     assert "was compiled on graviton4-01 for build class %s, but %s is %s" % (foreign, host.name, built["build_class"]) \
         in output, output[-3000:]
     assert current(host) == release
+
+
+def test_an_override_the_wheel_does_not_require_fails_its_release_and_keeps_the_current(host, tmp_path):
+    built = current_stamp(host)
+    before = current(host)
+    wheel = tmp_path / built["wheel"]
+    podman("cp", "%s:%s/builds/%s/dist/%s" % (host.name, ROOT, built["identity"], built["wheel"]), str(wheel))
+    # The fixture's wheel requires nothing, so an override names a requirement it does not have: pip installs
+    # the wheel alone and reports it, and the release stops there.
+    result, output = build(host, tmp_path, "v0.32.1", vllm_build_method="wheel", vllm_build_wheel=str(wheel),
+                           vllm_build_requirement_overrides={"torch": "torch==2.13.0"})
+    assert result.returncode != 0
+    assert "vllm_build_requirement_overrides: names torch, which vllm 0.32.1+cpu does not require" in output, output[-3000:]
+    assert current(host) == before
+    # The release that failed holds pip's report of the wheel alone and no stamp, so it is never activated.
+    reports = host.exec("ls %s/releases/*/wheel-install.json" % ROOT).stdout.split()
+    assert len(reports) == 1, reports
+    assert host.exec("test -e %s/release.json" % reports[0].rsplit("/", 1)[0]).returncode != 0
+    report = json.loads(host.exec("cat %s" % reports[0]).stdout)
+    assert [item["metadata"]["name"] for item in report["install"]] == ["vllm"]

