@@ -119,7 +119,19 @@ def _python_version(variables, host, name):
 
 
 def build_deps_python(variables, host):
-    return _python_version(variables, host, "build_deps_python_version")
+    """A valid version, and in a run that also makes the build venv (python_venv), that venv's Python: vLLM's
+    CMake needs the headers of the Python that builds it ("Could NOT find Python ... Python_INCLUDE_DIRS")."""
+    errors = _python_version(variables, host, "build_deps_python_version")
+    if errors or "python_venv_python_version" not in variables:
+        return errors
+    headers = variables.get("build_deps_python_version") or host.get("default_python") or ""
+    venv = variables.get("python_venv_python_version") or host.get("default_python") or ""
+    if headers != venv and not python_version_problem(venv):
+        errors.append(InputError("build_deps_python_version", "installs the headers of Python %s, but "
+                                 "python_venv_python_version makes the build venv from Python %s, whose headers vLLM's "
+                                 "build needs" % (headers, venv), variables.get("build_deps_python_version"),
+                                 "set build_deps_python_version to %s too" % venv))
+    return errors
 
 
 def build_deps_versions(variables, host):
@@ -773,7 +785,8 @@ SERVE_UNITS_READS = ("vllm_serve_instances, vllm_serve_model, vllm_serve_served_
 # role -> [(rule function, variables it reads, what it demands)]
 RULES = {
     "build_deps": [
-        (build_deps_python, "build_deps_python_version", "3.X, at least 3.10, or empty for the OS's Python"),
+        (build_deps_python, "build_deps_python_version, python_venv_python_version",
+         "3.X, at least 3.10, or empty for the OS's Python; the same Python as the build venv's when both roles run"),
         (build_deps_versions, "build_deps_compiler_min_version, build_deps_cmake_min_version", "dotted numbers"),
         (build_deps_compiler_floor, "build_deps_compiler_min_version, build_deps_compiler_floor_policy",
          "the OS's newest GCC meets the floor where the policy makes it fatal (fail; auto on x86_64)"),

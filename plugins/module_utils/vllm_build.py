@@ -77,6 +77,41 @@ def requirement_files(root, relative, _seen=None):
     return seen
 
 
+def overridden_name(name):
+    """Where override_requirement_files writes its copy of a requirement file (cpu.txt -> cpu.arm-inference.txt)."""
+    return (name[:-len(".txt")] if name.endswith(".txt") else name) + ".arm-inference.txt"
+
+
+def override_requirement_files(root, relative, overrides):
+    """What the build venv installs for a requirement file of the tree under vllm_build_requirement_overrides:
+    a copy of it and of every file it includes (-r/-c), each beside its original, where every line naming a
+    distribution the overrides name gives way to the override, once per file, or to nothing when it is "";
+    the includes point at the copies. Returns the copy of `relative` (relative to root), or `relative` itself
+    without overrides. The tree's own files stay as they are: vLLM's setup.py reads them for the wheel's
+    Requires-Dist, which the release overrides in its turn (wheel_requirements)."""
+    if not overrides:
+        return relative
+    wanted = {requirement_name(name): value.strip() for name, value in overrides.items()}
+    for name in requirement_files(root, relative):
+        lines, written = [], set()
+        with open(os.path.join(root, name), encoding="utf-8") as handle:
+            for line in handle:
+                match = _INCLUDE.match(line)
+                if match and "://" not in match.group(1):
+                    start, end = match.span(1)
+                    line = line[:start] + overridden_name(match.group(1)) + line[end:]
+                elif requirement_name(line) in wanted:
+                    dist = requirement_name(line)
+                    if not wanted[dist] or dist in written:
+                        continue
+                    line = wanted[dist] + "\n"
+                    written.add(dist)
+                lines.append(line)
+        with open(os.path.join(root, overridden_name(name)), "w", encoding="utf-8") as handle:
+            handle.writelines(lines)
+    return overridden_name(relative)
+
+
 # vLLM >= 0.22 pins the Rust toolchain of its optional extensions (vllm-rs, Rust tool parsers) here.
 RUST_TOOLCHAIN_FILES = ("rust-toolchain.toml", "rust-toolchain")
 _RUST_CHANNEL = re.compile(r"""^\s*channel\s*=\s*["']([^"']+)["']""", re.M)

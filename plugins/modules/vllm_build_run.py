@@ -44,6 +44,13 @@ options:
     type: list
     elements: str
     default: []
+  requirement_overrides:
+    description:
+      - Distribution name to the requirement installed instead of the files' own lines for it, or an empty string
+        to leave it out (the role's C(vllm_build_requirement_overrides)). The venv then installs copies of the files
+        (C(<name>.arm-inference.txt), includes followed); the tree's own files are left as they are.
+    type: dict
+    default: {}
   pip_args:
     description: Extra arguments for the requirement installs (for example the PyTorch CPU index).
     type: list
@@ -200,7 +207,9 @@ def run_steps(module, params, stamp, marker):
     os.makedirs(params["dist"], exist_ok=True)
     for stale in glob.glob(os.path.join(params["dist"], "*")):
         os.remove(stale)
-    steps = [[pip, "install", "-r", name] + params["pip_args"] for name in params["requirements"]]
+    names = [vllm_build.override_requirement_files(params["source"], name, params["requirement_overrides"])
+             for name in params["requirements"]]
+    steps = [[pip, "install", "-r", name] + params["pip_args"] for name in names]
     steps.append([pip, "wheel", "--no-build-isolation", "--no-deps", "-v", "--wheel-dir", params["dist"], "."])
     for argv in steps:
         code = run_step(module, argv, params["source"], env, params["log"], marker)
@@ -231,6 +240,7 @@ def main():
             "dist": {"type": "path", "required": True},
             "log": {"type": "path", "required": True},
             "requirements": {"type": "list", "elements": "str", "default": []},
+            "requirement_overrides": {"type": "dict", "default": {}},
             "pip_args": {"type": "list", "elements": "str", "default": []},
             "environment": {"type": "dict", "default": {}},
         },

@@ -20,7 +20,7 @@ import types
 
 import pytest
 
-from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build, vllm_source, vllm_tuning
+from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules, vllm_build, vllm_source, vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.modules import vllm_source_archive
 
 from conftest import REPO_ROOT
@@ -83,6 +83,24 @@ def test_requirement_files_rust_and_version_are_found_in_the_real_tree(sdist):
     tree = str(CACHE / ("vllm-%s" % version))
     assert [vllm_build.describe_source(tree, "aarch64", python)["python_supported"] for python in ("3.10", "3.14", "3.15")] == [
         False, True, False]
+
+
+def test_overrides_change_what_the_build_venv_installs_not_the_tree(sdist, tmp_path):
+    version, result = sdist
+    tree = tmp_path / "tree"
+    shutil.copytree(CACHE / ("vllm-%s" % version) / "requirements", tree / "requirements")
+    before = {path: path.read_bytes() for path in tree.rglob("*") if path.is_file()}
+    overrides = {"triton": "", "torch": "torch==" + SDISTS[version]["torch"].split("+")[0]}
+    copy = vllm_build.override_requirement_files(str(tree), "requirements/cpu.txt", overrides)
+    assert copy == "requirements/cpu.arm-inference.txt"
+    assert all(path.read_bytes() == data for path, data in before.items())
+    names = [input_rules.requirement_name(line) for line in (tree / copy).read_text().splitlines()]
+    # x86_64 pins triton-cpu by a GitHub URL: left out; the two torch lines (by markers) become one.
+    assert "triton" in [input_rules.requirement_name(line) for line in (tree / "requirements/cpu.txt").read_text().splitlines()]
+    assert "triton" not in names and names.count("torch") == 1
+    assert overrides["torch"] in (tree / copy).read_text().splitlines()
+    assert "-r common.arm-inference.txt" in (tree / copy).read_text().splitlines()
+    assert (tree / "requirements/common.arm-inference.txt").read_text() == (tree / "requirements/common.txt").read_text()
 
 
 @pytest.mark.parametrize("machine, local", [("aarch64", True), ("x86_64", True), ("ppc64le", False)])

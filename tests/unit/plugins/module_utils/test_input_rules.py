@@ -127,3 +127,23 @@ def test_an_environment_that_lifts_the_acl_cap_beyond_memory_is_refused(debian12
     lines = problems(dict(VALID, vllm_build_environment={"OMP_THREAD_LIMIT": "0"}), debian12_altra)
     assert any(line.startswith("vllm_build_environment: OMP_THREAD_LIMIT makes the Arm Compute Library step")
                for line in lines), lines
+
+
+@pytest.mark.parametrize("build_deps, python_venv, wrong", [
+    ("", "3.11", "3.13"), ("3.12", "", "3.12"), ("", "", None), ("3.11", "3.11", None), ("3.13", "", None)])
+def test_the_headers_build_deps_installs_are_for_the_build_venvs_python(build_deps, python_venv, wrong):
+    # Debian 13: Python 3.13 by default. The real-tree rehearsal met this: a venv from Python 3.11 with only
+    # 3.13's headers failed at vLLM's CMake configure.
+    host = {"default_python": "3.13"}
+    errors = input_rules.build_deps_python({"build_deps_python_version": build_deps,
+                                            "python_venv_python_version": python_venv}, host)
+    if wrong is None:
+        assert errors == []
+    else:
+        venv = python_venv or "3.13"
+        assert [str(error) for error in errors] == [
+            "build_deps_python_version: installs the headers of Python %s, but python_venv_python_version makes the "
+            "build venv from Python %s, whose headers vLLM's build needs (got %r); set build_deps_python_version to %s "
+            "too" % (wrong, venv, build_deps, venv)]
+    # build_deps alone (no python_venv in the run): nothing to compare.
+    assert input_rules.build_deps_python({"build_deps_python_version": build_deps}, host) == []

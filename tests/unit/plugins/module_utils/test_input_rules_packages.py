@@ -239,7 +239,9 @@ def test_every_package_message_is_one_line_in_the_form(debian12, defaults):
     form = re.compile(r"^[a-z_]+(\[[0-9]+\])?: .+ \(got .+\); .+$")
     lines = problems({"python_venv_python_version": "3.12", "build_deps_extra_packages": ["nope", "-x"],
                       "tcmalloc_variant": "full"}, dict(debian12, package_sources={}))
-    # the option, build_deps's own and extra packages, tcmalloc's, python_venv's Python and its acl, the gateway's
-    assert len(lines) == 7, lines
+    # the option, build_deps's own and extra packages, tcmalloc's, python_venv's Python and its acl, the gateway's,
+    # and build_deps' headers (the OS's 3.11) that are not the build venv's Python (3.12)
+    assert len(lines) == 8, lines
+    assert sum(line.startswith("build_deps_python_version: installs the headers of Python 3.11") for line in lines) == 1
     for line in lines:
         assert "\n" not in line and form.match(line), line

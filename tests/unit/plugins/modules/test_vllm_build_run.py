@@ -1,4 +1,5 @@
-"""The build driver's recovery from an interrupted run: an earlier build still running is stopped."""
+"""The build driver's recovery from an interrupted run (an earlier build still running is stopped), and the
+requirement files its pip installs under vllm_build_requirement_overrides."""
 
 from __future__ import annotations
 
@@ -48,3 +49,35 @@ def test_step_wrapper_records_its_process_group_for_the_next_run(tmp_path):
     assert vllm_build_run.stop_earlier_build(str(marker)) == pgid
     step.wait(timeout=10)
     assert not alive(pgid)
+
+
+class RecordingModule:
+    """Records the commands run_steps would run (wrapped in setsid sh -c); each succeeds."""
+
+    def __init__(self):
+        self.commands = []
+
+    def run_command(self, argv, cwd=None, environ_update=None):
+        self.commands.append(argv[argv.index(vllm_build_run._STEP_WRAPPER) + 2:])
+        return 0, "", ""
+
+
+def test_overrides_make_pip_install_copies_of_the_requirement_files(tmp_path):
+    tree = tmp_path / "src"
+    (tree / "requirements").mkdir(parents=True)
+    (tree / "requirements" / "common.txt").write_text("regex\n")
+    (tree / "requirements" / "cpu.txt").write_text(
+        "-r common.txt\ntriton @ https://github.com/triton-lang/triton-cpu/t.whl ; platform_machine == \"x86_64\"\nnumba\n")
+    params = {"venv": str(tmp_path / "venv"), "source": str(tree), "dist": str(tmp_path / "dist"), "log": str(tmp_path / "log"),
+              "environment": {}, "pip_args": [], "requirements": ["requirements/cpu.txt"],
+              "requirement_overrides": {"triton": ""}}
+    module = RecordingModule()
+    vllm_build_run.run_steps(module, params, str(tmp_path / "stamp"), "marker")
+    pip = str(tmp_path / "venv" / "bin" / "pip")
+    assert module.commands[0] == [pip, "install", "-r", "requirements/cpu.arm-inference.txt"]
+    assert (tree / "requirements" / "cpu.arm-inference.txt").read_text() == "-r common.arm-inference.txt\nnumba\n"
+    assert module.commands[1][:3] == [pip, "wheel", "--no-build-isolation"]
+
+    module = RecordingModule()
+    vllm_build_run.run_steps(module, dict(params, requirement_overrides={}), str(tmp_path / "stamp"), "marker")
+    assert module.commands[0] == [pip, "install", "-r", "requirements/cpu.txt"]
