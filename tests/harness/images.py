@@ -28,6 +28,8 @@ IMAGES = {
     "debian12-arm64": {"suite": "bookworm", "arch": "arm64", "include": _SYSTEMD_PACKAGES},
     "debian13-arm64": {"suite": "trixie", "arch": "arm64", "include": _SYSTEMD_PACKAGES},
     "debian12-amd64": {"suite": "bookworm", "arch": "amd64", "include": _SYSTEMD_PACKAGES},
+    # vLLM's x86_64 source build needs GCC >= 12.3 (Debian 12 has 12.2): `make real-build` compiles here.
+    "debian13-amd64": {"suite": "trixie", "arch": "amd64", "include": _SYSTEMD_PACKAGES},
     # A real OS the roles do not support (Debian testing), for the "unsupported OS" tests.
     "debian-testing-amd64": {"suite": "testing", "arch": "amd64", "include": ["python3", "sudo"]},
     "debian-testing-arm64": {"suite": "testing", "arch": "arm64", "include": ["python3", "sudo"]},
