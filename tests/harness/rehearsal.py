@@ -85,7 +85,14 @@ Pin-Priority: 100
 EOF
 if ! dpkg -s python3.11-distutils-stub >/dev/null 2>&1; then
   mkdir -p /tmp/stub/DEBIAN
-  printf 'Package: python3.11-distutils-stub\nVersion: 3.11.2\nArchitecture: all\nMaintainer: arm-inference rehearsal <root@localhost>\nProvides: python3.11-distutils\nDescription: stands in for python3-distutils (Debian 12), which needs Debian 12 python3\n' > /tmp/stub/DEBIAN/control
+  cat > /tmp/stub/DEBIAN/control <<EOF
+Package: python3.11-distutils-stub
+Version: 3.11.2
+Architecture: all
+Maintainer: arm-inference rehearsal <root@localhost>
+Provides: python3.11-distutils
+Description: stands in for python3-distutils (Debian 12), which needs Debian 12 python3
+EOF
   dpkg-deb --build /tmp/stub /tmp/python3.11-distutils-stub.deb >/dev/null
   dpkg -i /tmp/python3.11-distutils-stub.deb >/dev/null
 fi
@@ -112,7 +119,7 @@ def fetch_onednn():
     shutil.rmtree(unpacking, ignore_errors=True)
     with tarfile.open(path) as archive:
         archive.extractall(unpacking, filter="data")
-    top = [entry for entry in unpacking.iterdir()]
+    top = list(unpacking.iterdir())
     (top[0] if len(top) == 1 and top[0].is_dir() else unpacking).rename(tree)
     shutil.rmtree(unpacking, ignore_errors=True)
     return tree
@@ -174,7 +181,7 @@ def real_build(_args):
         text = podman("exec", CONTAINER, "cat", logs, check=False).stdout
         (REPORTS / "vllm-build.log").write_text(text)
         steps = build_steps(text)
-        ends = [start for start, _ in steps[1:]] + [None]
+        ends = [start for start, dummy in steps[1:]] + [None]
         figures["steps"] = [{"command": command[:160], "seconds": round((end - start).total_seconds()) if end else None}
                             for (start, command), end in zip(steps, ends)]
         figures["ninja"] = (re.findall(r"\[(\d+/\d+)\]", text) or [None])[-1]
