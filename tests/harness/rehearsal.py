@@ -134,7 +134,8 @@ def start_container(onednn):
     volumes = ["-v", "%s:%s:ro" % (onednn, ONEDNN_TREE)]
     if LOCAL_WHEELS.is_dir():
         volumes += ["-v", "%s:%s:ro" % (LOCAL_WHEELS, LOCAL_WHEELS)]
-    podman("run", "-d", "--name", CONTAINER, *volumes, image_tag(IMAGE), "sleep", "infinity")
+    # vLLM's engine needs more than podman's default 64 MiB of /dev/shm (the serve check below).
+    podman("run", "-d", "--name", CONTAINER, "--shm-size=1g", *volumes, image_tag(IMAGE), "sleep", "infinity")
 
 
 def run_logged(name, playbook, variables):
