@@ -35,6 +35,7 @@ WHEEL_URL = re.compile(r"^https?://\S+\.whl$")
 GIT_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+TORCH_OP = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 DISTRIBUTION_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # The distribution a PEP 508 requirement names: its first word ("torch==2.13.0; ..." -> torch).
 REQUIREMENT_NAME = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:$|[\[(<>=!~;@ ])")
@@ -494,7 +495,14 @@ def vllm_build_lists(variables, host):
     modules = variables.get("vllm_build_smoke_modules") or []
     if not all(MODULE_NAME.match(str(module)) for module in modules):
         errors.append(InputError("vllm_build_smoke_modules", "must be a list of Python module names", modules,
-                                 "for example [vllm._C]"))
+                                 "for example [vllm.entrypoints.openai.api_server]"))
+    ops = variables.get("vllm_build_smoke_ops") or []
+    if not all(TORCH_OP.match(str(op)) for op in ops):
+        errors.append(InputError("vllm_build_smoke_ops", "must be a list of torch ops as namespace.name", ops,
+                                 "for example [_C.rms_norm]"))
+    elif ops and not variables.get("vllm_build_smoke_kernels"):
+        errors.append(InputError("vllm_build_smoke_ops", "needs vLLM's kernels loaded, but vllm_build_smoke_kernels "
+                                 "is false", ops, "set vllm_build_smoke_ops to [] or vllm_build_smoke_kernels to true"))
     packages = variables.get("vllm_build_remove_packages") or []
     if not all(DISTRIBUTION_NAME.match(str(package)) for package in packages):
         errors.append(InputError("vllm_build_remove_packages", "must be a list of distribution names", packages,
@@ -533,6 +541,7 @@ def vllm_build_host(variables, host):
                                  variables.get("vllm_build_method"),
                                  "remove the host from vllm_hosts: vLLM's aarch64 CPU backend compiles with "
                                  "-march=armv8.2-a+dotprod+fp16"))
+    errors += _wheel_class(variables, host, build_class)
     try:
         jobs = vllm_tuning.max_jobs(facts, variables.get("vllm_build_gib_per_job"), variables.get("vllm_build_max_jobs"))
         # The Arm Compute Library step follows nproc, not MAX_JOBS: the environment must not lift its cap.
@@ -554,6 +563,42 @@ def vllm_build_host(variables, host):
                                  % (free / float(GIB), variables.get("vllm_build_root")), wanted,
                                  "free disk space (source tree, oneDNN/ACL scratch, a release venv) or lower it"))
     return errors
+
+
+def wheel_record(variables):
+    """The wheel.json beside a wheel file on the controller (what the role's wheel cache keeps with each wheel it
+    compiled: builder, build class), or {} (another wheel, a pin, a URL, or no readable record)."""
+    import json
+
+    wheel = variables.get("vllm_build_wheel") or ""
+    if variables.get("vllm_build_method") != "wheel" or not isinstance(wheel, str) or not wheel.endswith(".whl"):
+        return {}
+    path = os.path.join(os.path.dirname(os.path.expanduser(wheel)), "wheel.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _wheel_class(variables, host, host_class):
+    """A wheel this collection compiled carries wheel.json (the rules run on the controller, where it is): a host of
+    another build class would die of SIGILL on its instructions, so it never installs it."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
+
+    record = wheel_record(variables)
+    wheel_class = record.get("build_class")
+    if variables.get("vllm_build_method") != "wheel" or not wheel_class or wheel_class == host_class:
+        return []
+    missing = vllm_tuning.missing_features(wheel_class, host_class)
+    lacks = ("lacks %s" % ", ".join(missing)) if missing else "is of another class"
+    return [InputError("vllm_build_wheel", "was compiled on %s for build class %s, but this host is %s: its CPU %s, "
+                       "so vLLM's kernels would die of SIGILL" % (record.get("builder") or "another host", wheel_class,
+                                                                 host_class, lacks),
+                       os.path.basename(variables.get("vllm_build_wheel")),
+                       "build on this host (vllm_build_method git or sdist) or give the wheel cached for %s"
+                       % host_class)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -819,13 +864,14 @@ RULES = {
          "vllm_build_wheel_cache_dir", "absolute paths, a non-root build account"),
         (vllm_build_limits, "vllm_build_keep_releases, vllm_build_timeout, vllm_build_poll_interval, "
          "vllm_build_min_free_disk_gib", ">= 1 release, >= 60 s, >= 1 s, >= 0 GiB"),
-        (vllm_build_lists, "vllm_build_environment, vllm_build_smoke_modules, vllm_build_remove_packages, "
-         "vllm_build_requirement_overrides",
-         "variable names without control characters, module names, distribution names; each override one "
-         "requirement naming its key, or \"\""),
+        (vllm_build_lists, "vllm_build_environment, vllm_build_smoke_modules, vllm_build_smoke_ops, "
+         "vllm_build_smoke_kernels, vllm_build_remove_packages, vllm_build_requirement_overrides",
+         "variable names without control characters, module names, torch ops as namespace.name (and the kernels "
+         "loaded to look them up), distribution names; each override one requirement naming its key, or \"\""),
         (vllm_build_host, "vllm_build_max_jobs, vllm_build_gib_per_job, vllm_build_environment, "
-         "vllm_build_min_free_disk_gib, vllm_build_root, vllm_build_rollback",
-         "the CPU has dotprod and fp16; one compile job fits in available memory, and so does the Arm Compute "
+         "vllm_build_min_free_disk_gib, vllm_build_root, vllm_build_rollback, vllm_build_wheel",
+         "the CPU has dotprod and fp16; a wheel from a wheel cache (its wheel.json) was compiled for this host's "
+         "build class; one compile job fits in available memory, and so does the Arm Compute "
          "Library step (its jobs follow OMP_THREAD_LIMIT/OMP_NUM_THREADS in vllm_build_environment); the disk under "
          "the build root has the free space"),
     ],

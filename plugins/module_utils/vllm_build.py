@@ -570,16 +570,93 @@ def compiler(name, run):
     return "%s %s" % (os.path.basename(real), out.strip())
 
 
-# Run by a release's own Python (-I, from /): the modules must import, and vLLM says its version.
+# What a signal that killed a release's Python means for the operator (signal.Signals names, no import of
+# the signal module's platform-dependent numbers: Linux's are the same on x86_64 and aarch64).
+SIGNALS = {4: ("SIGILL", "illegal instruction"), 6: ("SIGABRT", "aborted"), 7: ("SIGBUS", "bus error"),
+           8: ("SIGFPE", "floating-point exception"), 9: ("SIGKILL", "killed, often by the kernel's OOM killer"),
+           11: ("SIGSEGV", "segmentation fault"), 15: ("SIGTERM", "terminated")}
+
+
+def killed_by(rc):
+    """The signal that ended a process from its return code: negative from subprocess/run_command, 128+N from
+    a shell; None when it exited by itself."""
+    if rc is None or rc >= 0 and not 128 < rc <= 128 + 64:
+        return None
+    number = -rc if rc < 0 else rc - 128
+    name, meaning = SIGNALS.get(number, ("signal %d" % number, "killed by a signal"))
+    return {"number": number, "name": name, "meaning": meaning}
+
+
+def crash_message(what, rc, cpu, during=""):
+    """One message for a process of a release killed by a signal (`what`: "the release's Python ...", `during`:
+    what it was doing, such as "loading vLLM's kernels"): the signal, the host's CPU and build class, the class
+    the release was made for, and for SIGILL what to do. cpu: {'host_class', 'release_class', 'model'} (any may be
+    empty). None when rc is no signal."""
+    signal = killed_by(rc)
+    if signal is None:
+        return None
+    cpu = cpu or {}
+    host = "this host's CPU%s is build class %s" % (
+        " (%s)" % cpu["model"] if cpu.get("model") else "", cpu.get("host_class") or "(unknown)")
+    made = ("the release was made for build class %s" % cpu["release_class"]) if cpu.get("release_class") else (
+        "the release is a ready-made wheel whose CPU needs are not recorded")
+    text = "%s was killed by %s (%s)%s: %s; %s." % (what, signal["name"], signal["meaning"],
+                                                    " while %s" % during if during else "", host, made)
+    if signal["name"] == "SIGILL":
+        missing = vllm_tuning.missing_features(cpu.get("release_class"), cpu.get("host_class"))
+        text += (" The release uses instructions this CPU does not have%s. Build vLLM on a host of class %s "
+                 "(vllm_build_method git, sdist or archive compiles for the CPU it runs on), or install a wheel "
+                 "made for this class (vllm_build_wheel)." % (
+                     " (%s)" % ", ".join(missing) if missing else "", cpu.get("host_class") or "of this host"))
+    return text
+
+
+# Run by a release's own Python (-I, from /) with one JSON argument: load vLLM's kernels the way vLLM does at
+# start (its CPU platform's import_kernels: on x86_64 the library variant for this CPU, _C, _C_AVX512 or
+# _C_AVX2; on aarch64 _C), check that its torch ops are registered, import any extra modules, and say the
+# versions. Each step is announced on stderr first, so a process killed by a signal tells where it died.
 SMOKE_PROBE = """
 import importlib, importlib.metadata as metadata, json, sys
+wanted = json.loads(sys.argv[1])
+def step(text):
+    sys.stderr.write("smoke: %s\\n" % text)
+    sys.stderr.flush()
+step("importing torch")
 try:
     import torch  # vLLM's extensions link libtorch; load it first when the build has it
 except ImportError:
-    pass
-for name in sys.argv[1:]:
-    importlib.import_module(name)
+    torch = None
+step("importing vllm")
 import vllm
+loaded = []
+if wanted["kernels"]:
+    step("loading vLLM's kernels (vllm.platforms.cpu.CpuPlatform.import_kernels)")
+    try:
+        from vllm.platforms.cpu import CpuPlatform
+    except ImportError as error:
+        sys.exit("this vLLM has no CPU platform (vllm.platforms.cpu: %s); is it a CPU build? Set "
+                 "vllm_build_smoke_kernels to false for a tree without it" % error)
+    CpuPlatform.import_kernels()
+    with open("/proc/self/maps") as maps:
+        loaded = sorted({line.split()[-1].rsplit("/", 1)[-1] for line in maps
+                         if "/vllm/_C" in line and ".so" in line})
+missing = []
+if wanted["ops"]:
+    step("looking up vLLM's torch ops %s" % ", ".join(wanted["ops"]))
+    if torch is None:
+        sys.exit("torch is not installed in the release, so no vLLM op can be registered")
+    for op in wanted["ops"]:
+        namespace, name = op.split(".", 1)
+        try:
+            getattr(getattr(torch.ops, namespace), name)
+        except (AttributeError, RuntimeError):
+            missing.append(op)
+    if missing:
+        sys.exit("vLLM's kernels did not register %s (kernel libraries loaded: %s)"
+                 % (", ".join(missing), ", ".join(loaded) or "none"))
+for name in wanted["modules"]:
+    step("importing %s" % name)
+    importlib.import_module(name)
 try:
     torch_version = metadata.version("torch")
 except metadata.PackageNotFoundError:
@@ -588,18 +665,25 @@ except metadata.PackageNotFoundError:
 # (0.32.0+cpu). vllm.__version__ is setuptools-scm's, written before vLLM's setup.py adds the +cpu label.
 owners = metadata.packages_distributions().get("vllm") or []
 print(json.dumps({"version": metadata.version(owners[0]) if owners else vllm.__version__,
-                  "runtime_version": vllm.__version__, "torch": torch_version}))
+                  "runtime_version": vllm.__version__, "torch": torch_version, "kernels": loaded}))
 """
 
 
-def smoke_test(python, modules, version_suffix, run):
-    """Import vllm and `modules` with a release's Python; return {'version' (the installed distribution's),
-    'runtime_version' (vllm.__version__), 'torch'} or raise BuildError when an import fails or the version does
-    not end with version_suffix."""
-    rc, out, err = run([python, "-I", "-c", SMOKE_PROBE] + list(modules), cwd="/")
+def smoke_test(python, modules, version_suffix, run, kernels=True, ops=(), cpu=None):
+    """Load a release the way vLLM loads itself, with its own Python: its kernels through vLLM's CPU platform
+    (`kernels`), the torch ops `ops` ("_C.rms_norm") registered, the extra `modules` imported. Returns
+    {'version' (the installed distribution's), 'runtime_version' (vllm.__version__), 'torch', 'kernels' (the
+    kernel libraries loaded)} or raises BuildError: a failed step with its error, a process killed by a signal
+    by name with the CPU classes (`cpu`, see crash_message), a version not ending with version_suffix."""
+    wanted = {"kernels": bool(kernels), "ops": list(ops), "modules": list(modules)}
+    rc, out, err = run([python, "-I", "-c", SMOKE_PROBE, json.dumps(wanted)], cwd="/")
+    steps = [line[len("smoke: "):] for line in err.splitlines() if line.startswith("smoke: ")]
+    crashed = crash_message("the release's Python %s" % python, rc, cpu, steps[-1] if steps else "")
+    if crashed:
+        raise BuildError(crashed)
     if rc != 0:
-        raise BuildError("the release's Python %s could not import vllm and %s:\n%s" % (
-            python, ", ".join(modules) or "nothing else", err.strip()[-2000:]))
+        raise BuildError("the release's Python %s failed%s:\n%s" % (
+            python, " while %s" % steps[-1] if steps else "", _error_tail(err)))
     try:
         found = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -608,6 +692,12 @@ def smoke_test(python, modules, version_suffix, run):
         raise BuildError("the installed vLLM %s does not end with vllm_build_version_suffix %s" % (
             found["version"], version_suffix))
     return found
+
+
+def _error_tail(err):
+    """What a failed probe printed, without its own step lines; says so when it printed nothing."""
+    text = "\n".join(line for line in err.splitlines() if not line.startswith("smoke: ")).strip()
+    return text[-2000:] if text else "(it printed nothing on stderr)"
 
 
 def wheel_label(wheel):
@@ -809,6 +899,9 @@ def build_plan(params, run, check_mode=False):
         "current": state["current"],
         "build_dir": build_dir,
         "build_class": params["build_class"],
+        # What the release needs of the CPU: a compiled release (here or from the wheel cache) is of this host's
+        # class; a ready-made wheel's is known only when it came from a wheel cache with its wheel.json.
+        "release_class": params["build_class"] if method != "wheel" else (params["wheel_record"] or {}).get("build_class", ""),
         "python": python,
         "rust": rust,
         "tree_info": info,

@@ -378,6 +378,28 @@ def build_class(facts):
     return "%s-unknown-cpu" % arch
 
 
+def class_features(build_class):
+    """The architecture and the CPU features a build class names: "aarch64-dotprod-fp16-bf16" ->
+    ("aarch64", ["dotprod", "fp16", "bf16"]); ("", []) for an empty or unknown class."""
+    if not build_class or "-unknown-" in build_class or "-unsupported-" in build_class:
+        return "", []
+    arch, dummy, rest = str(build_class).partition("-")
+    return arch, [name for name in rest.split("-") if name and name != "baseline"]
+
+
+def missing_features(release_class, host_class):
+    """The CPU features a release's build class needs that a host's class lacks, in the release's order;
+    None when the classes cannot be compared (either unknown, or another architecture)."""
+    release_arch, needed = class_features(release_class)
+    host_arch, present = class_features(host_class)
+    if not release_arch or release_arch != host_arch:
+        return None
+    # An x86_64 class lists avx2 only where it has no AVX-512: every AVX-512 CPU has AVX2.
+    if host_arch == "x86_64" and "avx512f" in present:
+        present = present + ["avx2"]
+    return [name for name in needed if name not in present]
+
+
 def estimate_weights_gib(params_billion, model_dtype):
     """Weights of a dense model: parameters x bytes per parameter of the serving dtype."""
     params = _number(params_billion, "model parameters (billions)")

@@ -28,6 +28,9 @@ BUILD_SETUP = dict(
     vllm_build_torch_index_url="",
     vllm_build_min_free_disk_gib=1,
     vllm_build_poll_interval=2,
+    # The fixture has vLLM's CPU platform code but no torch ops; its one kernel library must import.
+    vllm_build_smoke_ops=[],
+    vllm_build_smoke_modules=["vllm._C"],
     # Every host compiles; the fleet test turns the controller's wheel cache on.
     vllm_build_wheel_cache_dir="",
 )

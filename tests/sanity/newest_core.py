@@ -13,6 +13,7 @@ machine; with ARM_INFERENCE_REQUIRE_NEWEST_CORE=1 a missing interpreter fails in
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -24,7 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # The newest ansible-core release when this was written; raise it with each new core.
 NEWEST_CORE = "2.21.5"
 VENV = REPO_ROOT / ".cache" / ("ansible-core-%s" % NEWEST_CORE)
-SANITY_ROOT = "/var/tmp/arm-inference-sanity-%s" % NEWEST_CORE
+# One copy per checkout and core (see run_sanity.py's TARGET).
+SANITY_ROOT = "/var/tmp/arm-inference-sanity-%s-%s" % (NEWEST_CORE, hashlib.sha1(str(REPO_ROOT).encode()).hexdigest()[:8])
 MINIMUM_PYTHON = (3, 12)
 # Every sanity test, pylint included: its ansible-specific checks (deprecated APIs) change with the core.
 SANITY_ARGS = []

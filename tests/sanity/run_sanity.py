@@ -9,6 +9,7 @@ outside the checkout: inside it, ansible-test would find our .git and see only g
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -18,7 +19,10 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TARGET = Path(os.environ.get("SANITY_ROOT", "/var/tmp/arm-inference-sanity")) / "ansible_collections/arm_inference/vllm"
+# One copy per checkout: two checkouts' sanity runs on one machine (a CI clone beside a working tree) would
+# otherwise overwrite each other's copy mid-run.
+CHECKOUT = hashlib.sha1(str(REPO_ROOT).encode()).hexdigest()[:8]
+TARGET = Path(os.environ.get("SANITY_ROOT", "/var/tmp/arm-inference-sanity-" + CHECKOUT)) / "ansible_collections/arm_inference/vllm"
 # ansible-test and its package next to this interpreter: .venv's, or the newest core's venv.
 ANSIBLE_TEST = Path(sys.executable).parent / "ansible-test"
 

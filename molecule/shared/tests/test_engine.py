@@ -11,6 +11,9 @@ not asserted, since a 2-core CI machine is noisy.
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
 
 import pytest
 
@@ -158,3 +161,24 @@ def test_smoke_playbook_reports_every_request_and_its_latencies(host, tmp_path):
     assert "| debian12-amd64-engine | gateway | tiny-llama | 8 | 8/8 |" in markdown, markdown
     assert key not in reports[0].read_text() + markdown
     write_report("engine-smoke", level)
+
+
+HASWELL_PYTHON = "/usr/local/bin/release-python-on-haswell"
+
+
+def test_the_release_loads_its_avx2_kernels_on_an_emulated_avx2_only_cpu(host):
+    """vllm_build's smoke test, the module as the role runs it, with the release's Python on qemu-user's Haswell (AVX2,
+    no AVX-512: an AMD Zen 2/3 or an Intel before Skylake-SP): vLLM's own platform code must pick _C_AVX2 and its
+    ops must be registered. Importing vllm._C, as the smoke test did before, dies of SIGILL there (issue 26)."""
+    if host.system_info.arch != "x86_64":
+        pytest.skip("qemu-user's Haswell is an x86_64 CPU")
+    wrapper = '#!/bin/sh\nexec qemu-x86_64-static -cpu Haswell %s "$@"\n' % PYTHON
+    host.run_test("printf '%%s' %s > %s && chmod 0755 %s" % (shlex.quote(wrapper), HASWELL_PYTHON, HASWELL_PYTHON))
+    module_args = {"python": HASWELL_PYTHON, "ops": ["_C.rms_norm", "_C.silu_and_mul"], "host_class": "x86_64-avx2"}
+    run = subprocess.run(["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "debian12-amd64-engine",
+                          "-m", "arm_inference.vllm.vllm_release_smoke", "-a", json.dumps(module_args), "-o"],
+                         capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    result = json.loads(run.stdout.split("=>", 1)[1])
+    assert result["kernels"] == ["_C_AVX2.abi3.so"], result
+    assert result["version"] == "0.32.0", result

@@ -386,3 +386,31 @@ def test_the_venv_python_and_the_compiler_are_read_from_the_host(tmp_path):
     found = vllm_build.compiler("c++", run_command)
     real = os.path.basename(os.path.realpath(shutil.which("c++")))
     assert re.fullmatch(re.escape(real) + r" \d+(\.\d+)+", found), found
+
+
+@pytest.mark.parametrize("rc, name", [(-4, "SIGILL"), (132, "SIGILL"), (-11, "SIGSEGV"), (-7, "SIGBUS"), (137, "SIGKILL"),
+                                      (-42, "signal 42")])
+def test_killed_by_reads_subprocess_and_shell_codes(rc, name):
+    assert vllm_build.killed_by(rc)["name"] == name
+
+
+@pytest.mark.parametrize("rc", [0, 1, 2, 127, 128, 255, None])
+def test_an_exit_is_no_signal(rc):
+    assert vllm_build.killed_by(rc) is None
+    assert vllm_build.crash_message("x", rc, {}) is None
+
+
+def test_a_segfault_names_itself_without_sigill_advice():
+    message = vllm_build.crash_message("the release's Python /opt/vllm/x/venv/bin/python", -11,
+                                       {"host_class": "aarch64-dotprod-fp16", "release_class": "aarch64-dotprod-fp16"},
+                                       "importing vllm")
+    assert message == ("the release's Python /opt/vllm/x/venv/bin/python was killed by SIGSEGV (segmentation fault) "
+                       "while importing vllm: this host's CPU is build class aarch64-dotprod-fp16; the release was made "
+                       "for build class aarch64-dotprod-fp16.")
+
+
+def test_sigill_of_a_ready_made_wheel_says_its_needs_are_unknown_and_what_to_do():
+    message = vllm_build.crash_message("p", -4, {"host_class": "aarch64-dotprod-fp16", "model": "Neoverse-N1"})
+    assert "this host's CPU (Neoverse-N1) is build class aarch64-dotprod-fp16" in message
+    assert "a ready-made wheel whose CPU needs are not recorded" in message
+    assert "Build vLLM on a host of class aarch64-dotprod-fp16" in message and "vllm_build_wheel" in message

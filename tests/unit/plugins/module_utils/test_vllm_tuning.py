@@ -294,3 +294,28 @@ def test_the_kv_size_reaches_vllm_as_bytes_per_rank(superchip):
     arguments = profile["arguments"]
     assert arguments[arguments.index("--kv-cache-memory-bytes") + 1] == str(373 * 1024 ** 3)
     assert "VLLM_CPU_KVCACHE_SPACE" not in profile["environment"]
+
+
+def published_class(name):
+    return tuning.build_class(build_host_facts(published_samples.load_sample(name)))
+
+
+def test_missing_features_between_published_hosts():
+    # A Graviton3 wheel (bf16, i8mm) on a Graviton2 or an Altra (Neoverse-N1) lacks both; the other way round nothing.
+    assert tuning.missing_features(published_class("graviton3"), published_class("graviton2-t4g")) == ["bf16", "i8mm"]
+    assert tuning.missing_features(published_class("graviton4-c8g-16xlarge"), published_class("altra-q80-1p")) == [
+        "bf16", "i8mm"]
+    assert tuning.missing_features(published_class("graviton2-t4g"), published_class("graviton3")) == []
+    # Sapphire Rapids' wheel on an AVX2-only x86_64 (AMD Zen 2/3, Intel before Skylake-SP).
+    spr = published_class("x86_64-spr-2s")
+    assert tuning.missing_features(spr, "x86_64-avx2") == ["avx512f", "avx512bf16", "avx512vnni", "amxbf16"]
+    # An AVX2 wheel runs on every AVX-512 CPU, whose class does not spell avx2 out.
+    assert tuning.missing_features("x86_64-avx2", spr) == []
+    assert tuning.missing_features("x86_64-avx2", published_class("x86_64-e5-2687w-v4")) == []
+
+
+@pytest.mark.parametrize("release, host", [
+    ("", "aarch64-dotprod-fp16"), ("aarch64-dotprod-fp16", "x86_64-avx2"), ("aarch64-unknown-cpu", "aarch64-dotprod-fp16"),
+    ("aarch64-dotprod-fp16-bf16", "aarch64-unknown-cpu")])
+def test_missing_features_of_classes_that_cannot_be_compared(release, host):
+    assert tuning.missing_features(release, host) is None
