@@ -593,9 +593,9 @@ def _wheel_class(variables, host, host_class):
         return []
     missing = vllm_tuning.missing_features(wheel_class, host_class)
     lacks = ("lacks %s" % ", ".join(missing)) if missing else "is of another class"
+    builder = record.get("builder") or "another host"
     return [InputError("vllm_build_wheel", "was compiled on %s for build class %s, but this host is %s: its CPU %s, "
-                       "so vLLM's kernels would die of SIGILL" % (record.get("builder") or "another host", wheel_class,
-                                                                 host_class, lacks),
+                       "so vLLM's kernels would die of SIGILL" % (builder, wheel_class, host_class, lacks),
                        os.path.basename(variables.get("vllm_build_wheel")),
                        "build on this host (vllm_build_method git or sdist) or give the wheel cached for %s"
                        % host_class)]

@@ -48,3 +48,14 @@ def test_a_python_3_12_or_newer_is_taken(newest_core, monkeypatch, tmp_path):
     fake_home_python.symlink_to(sys.executable)
     monkeypatch.setattr(newest_core, "python_version", lambda executable: (3, 13))
     assert newest_core.find_python() == str(fake_home_python)
+
+
+def test_available_says_whether_the_newest_core_will_run(newest_core, monkeypatch, tmp_path):
+    # The Makefile leaves pylint to the newest core only when this says it runs.
+    monkeypatch.setattr(sys, "argv", ["newest_core.py", "--available"])
+    assert newest_core.main() == 1
+    fake_home_python = tmp_path / ".pyenv" / "versions" / "3.13.0" / "bin" / "python3"
+    fake_home_python.parent.mkdir(parents=True)
+    fake_home_python.symlink_to(sys.executable)
+    monkeypatch.setattr(newest_core, "python_version", lambda executable: (3, 13))
+    assert newest_core.main() == 0
