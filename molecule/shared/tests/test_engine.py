@@ -177,8 +177,9 @@ def test_the_release_loads_its_avx2_kernels_on_an_emulated_avx2_only_cpu(host):
     module_args = {"python": HASWELL_PYTHON, "ops": ["_C.rms_norm", "_C.silu_and_mul"], "host_class": "x86_64-avx2"}
     run = subprocess.run(["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "debian12-amd64-engine",
                           "-m", "arm_inference.vllm.vllm_release_smoke", "-a", json.dumps(module_args), "-o"],
-                         capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+                         capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    result = json.loads(run.stdout.split("=>", 1)[1])
+    # One line, "<host> | SUCCESS => {...}", possibly followed by a colour reset.
+    result = json.JSONDecoder().raw_decode(run.stdout.split("=>", 1)[1].strip())[0]
     assert result["kernels"] == ["_C_AVX2.abi3.so"], result
     assert result["version"] == "0.32.0", result
