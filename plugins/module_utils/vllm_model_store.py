@@ -109,13 +109,52 @@ def _check_manifest(variable, value):
                   "copy the digest from sha256sum's output")
 
 
+def is_file_name(name):
+    """A file name inside a model directory: relative and normalised (no empty, '.' or '..' part, no leading '/'),
+    no control characters, at most 1024 characters with parts of at most 255."""
+    if not isinstance(name, str) or not name or len(name) > 1024 or _CONTROL.search(name):
+        return False
+    return all(part not in ("", ".", "..") and len(part) <= 255 for part in name.split("/"))
+
+
 def check_relative_path(variable, name):
-    """A file name inside a model directory: relative, no '..', no control characters."""
-    parts = name.split("/") if isinstance(name, str) else []
-    if (not isinstance(name, str) or not name or name.startswith("/") or _CONTROL.search(name)
-            or any(part in ("", ".", "..") for part in parts)):
+    """A file name inside a model directory (is_file_name), or a one-line refusal naming variable."""
+    if not is_file_name(name):
         _fail(variable, "must be a relative file name inside the model directory", name,
               "name files like config.json or subdir/model.safetensors")
+
+
+def is_label(value):
+    """A revision label of the store: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, no '..'
+    (so never a path: no '/', no leading '.')."""
+    return isinstance(value, str) and bool(_LABEL.match(value)) and ".." not in value
+
+
+def is_revision(value, kind=None):
+    """A revision that may name a directory of the store: a hub commit (40 lower-case hex digits) for kind hf, a
+    label (is_label) for the other kinds, either when the kind is not known."""
+    if kind == "hf":
+        return is_commit(value)
+    return is_label(value)
+
+
+def check_revision(value, kind, origin, advice):
+    """A revision that arrived from outside (a hub's answer, a mirror's refs.json, the seeder's result, the state
+    file), refused with a ModelStoreError naming origin unless is_revision: it becomes a path in the store."""
+    if not is_revision(value, kind):
+        raise ModelStoreError("%s: not a %s (got %s); %s" % (
+            origin, "hub commit (40 lower-case hex digits)" if kind == "hf"
+            else "revision label (letters, digits, '.', '_', '-'; no '/', no '..', no leading '.')", shown(value),
+            advice))
+    return value
+
+
+def check_file_names(names, origin, advice):
+    """File names that arrived from outside (a listing, a manifest, the state file): each must be is_file_name."""
+    for name in names:
+        if not is_file_name(name):
+            raise ModelStoreError("%s: names a file outside the model directory or with control characters (got %s); "
+                                  "%s" % (origin, shown(name), advice))
 
 
 def check_model_name(name, variable):
@@ -202,8 +241,8 @@ def normalize_model(model, index):
     elif kind != "s3" and (not location.startswith("/") or _CONTROL.search(location) or "/../" in location + "/"):
         _fail(variable + ".source", "must name an absolute directory", source,
               "write %s:///absolute/path" % source.partition("://")[0])
-    if revision is not None and revision != "" and (not isinstance(revision, str) or not _LABEL.match(revision)):
-        _fail(variable + ".revision", "must be a label of letters, digits, '.', '_' or '-'", revision,
+    if revision is not None and revision != "" and not is_label(revision):
+        _fail(variable + ".revision", "must be a label of letters, digits, '.', '_' or '-' (no '..')", revision,
               "leave it empty to name the revision after the files' checksums")
     if model.get("sha256") is not None:
         _check_manifest(variable + ".sha256", model["sha256"])
@@ -339,8 +378,12 @@ def normalized_models(variables):
     return result
 
 
+def is_sha256(value):
+    return isinstance(value, str) and bool(_SHA256.match(value.lower()))
+
+
 def is_commit(revision):
-    return bool(revision and _COMMIT.match(revision))
+    return isinstance(revision, str) and bool(_COMMIT.match(revision))
 
 
 def select_files(names, include=None, exclude=None):
@@ -468,18 +511,41 @@ def check_free_disk(name, revision, needed, free, reserve_bytes, store):
 # The store: state of one model.
 
 def read_state(model_dir):
+    """The state file of a model, every revision and file name in it checked (each becomes a path in the store)."""
+    path = os.path.join(model_dir, STATE_FILE)
     try:
-        with open(os.path.join(model_dir, STATE_FILE), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             state = json.load(handle)
     except FileNotFoundError:
         state = {}
     except ValueError as error:
         raise ModelStoreError("%s is not valid JSON (%s); move it away and re-run to place the model again"
-                              % (os.path.join(model_dir, STATE_FILE), error))
+                              % (path, error))
+    if not isinstance(state, dict):
+        raise ModelStoreError("%s is not a state record (got %s); move it away and re-run to place the model again"
+                              % (path, shown(state)))
     state.setdefault("refs", {})
     state.setdefault("revisions", {})
     state.setdefault("history", [])
+    _check_state(path, state)
     return state
+
+
+def _check_state(path, state):
+    advice = "the file was changed by hand or by someone else: move it away and re-run to place the model again"
+    if not isinstance(state["refs"], dict) or not isinstance(state["revisions"], dict):
+        raise ModelStoreError("%s: refs and revisions must be mappings (got %s); %s"
+                              % (path, shown(sorted(state)), advice))
+    for revision, record in state["revisions"].items():
+        kind = record.get("kind") if isinstance(record, dict) else None
+        check_revision(revision, kind, "%s revision" % path, advice)
+        if not isinstance(record, dict) or record.get("revision") != revision or not isinstance(
+                record.get("files", {}), dict):
+            raise ModelStoreError("%s: the record of %s is not one the store writes (got %s); %s"
+                                  % (path, revision, shown(record), advice))
+        check_file_names(record.get("files", {}), "%s revision %s" % (path, revision), advice)
+    for ref, revision in state["refs"].items():
+        check_revision(revision, None, "%s ref %s" % (path, shown(ref)), advice)
 
 
 def write_state(model_dir, state):
@@ -494,13 +560,43 @@ def write_state(model_dir, state):
 
 
 def current_revision(model_dir):
+    """The revision current points at: a link to one entry of model_dir; a link anywhere else is refused."""
     link = os.path.join(model_dir, CURRENT)
     if not os.path.islink(link):
         if os.path.lexists(link):
             raise ModelStoreError("%s exists but is not a symlink; move it away so revisions can be switched "
                                   "atomically" % link)
         return None
-    return os.path.basename(os.path.normpath(os.readlink(link)))
+    target = os.readlink(link)
+    if not is_revision(target):
+        raise ModelStoreError("%s points at %s, not at a revision of the store (a directory beside it); remove the "
+                              "link and re-run, or make a placed revision current with action activate"
+                              % (link, shown(target)))
+    return target
+
+
+def entry_path(model_dir, entry):
+    """The path of one entry of a model's directory (a revision, a staging directory, a link), proven to stay inside
+    it: a single name that is not '.' or '..', and the directory itself no link out. Everything the store writes,
+    removes or links goes through here."""
+    if (not isinstance(entry, str) or not entry or "/" in entry or entry in (".", "..") or _CONTROL.search(entry)
+            or len(entry) > 255):
+        raise ModelStoreError("%s: refusing to write or remove %s there: it is not one entry of the model's directory; "
+                              "the revision or name came from a source that must be checked" % (model_dir, shown(entry)))
+    path = os.path.join(model_dir, entry)
+    real = os.path.realpath(model_dir)
+    if os.path.dirname(os.path.join(real, entry)) != real or os.path.realpath(os.path.dirname(path)) != real:
+        raise ModelStoreError("%s: %s would leave the model's directory; refusing it" % (model_dir, shown(entry)))
+    return path
+
+
+def check_inside(root, path):
+    """Refuse path unless it resolves inside root (symlinks followed): a link pointing out is refused."""
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+        raise ModelStoreError("%s resolves to %s, outside %s (a symlink pointing out); remove it and re-run"
+                              % (path, real, root))
+    return path
 
 
 def intact(model_dir, revision, record):
@@ -520,6 +616,9 @@ def intact(model_dir, revision, record):
 
 def switch_current(model_dir, revision):
     """Point current at revision: a new link renamed over the old one, so readers never see neither."""
+    entry_path(model_dir, revision)
+    if not is_revision(revision):
+        raise ModelStoreError("%s: refusing to make %s current: not a revision name" % (model_dir, shown(revision)))
     temporary = os.path.join(model_dir, ".current.%d" % os.getpid())
     if os.path.lexists(temporary):
         os.unlink(temporary)
@@ -552,7 +651,8 @@ def leftovers(model_dir, state):
 
 
 def remove_entry(model_dir, entry):
-    path = os.path.join(model_dir, entry)
+    """Remove one entry of model_dir (entry_path): a link is unlinked, never followed."""
+    path = entry_path(model_dir, entry)
     if os.path.islink(path) or os.path.isfile(path):
         os.unlink(path)
     elif os.path.isdir(path):

@@ -301,6 +301,8 @@ class Store:
         self.model = _model_from_params(params) if params["action"] != "activate" else None
         self.name = self.model["name"] if self.model else store_rules.check_model_name(params["name"], "name")
         self.dir = os.path.join(self.root, self.name)
+        if os.path.lexists(self.dir):  # a model directory that is a link out of the store is refused
+            store_rules.check_inside(self.root, self.dir)
         self.state = store_rules.read_state(self.dir)
         self.current = store_rules.current_revision(self.dir) if os.path.isdir(self.dir) else None
 
@@ -325,8 +327,16 @@ class Store:
                 os.makedirs(path, 0o750)
             self._own(path, True)
 
+    def revision_path(self, revision, kind=None):
+        """<store>/<name>/<revision>, the revision checked (a hub commit for kind hf, else a label) and the path
+        proven to stay inside the model's directory."""
+        store_rules.check_revision(revision, kind, "%s: revision" % self.name,
+                                   "it came from a source that must be checked; nothing was written")
+        return store_rules.entry_path(self.dir, revision)
+
     def staging(self, revision):
-        return os.path.join(self.dir, store_rules.STAGING_PREFIX + revision.replace("/", "_"))
+        self.revision_path(revision)
+        return store_rules.entry_path(self.dir, store_rules.STAGING_PREFIX + revision)
 
     def placed(self, revision):
         record = self.state["revisions"].get(revision)
@@ -373,7 +383,9 @@ class Store:
 
     def commit(self, revision, record, staged=None, link_target=None):
         """Move a verified revision into place, record it, switch current, prune."""
-        target = os.path.join(self.dir, revision)
+        target = self.revision_path(revision, record["kind"])
+        store_rules.check_file_names(record["files"], "%s: revision %s" % (self.name, revision),
+                                     "it came from a source that must be checked; nothing was written")
         if os.path.lexists(target):
             store_rules.remove_entry(self.dir, revision)
         if staged:
@@ -413,7 +425,7 @@ class Store:
         staging = self.staging(revision)
         try:
             if os.path.lexists(staging):
-                shutil.rmtree(staging)
+                store_rules.remove_entry(self.dir, os.path.basename(staging))
             os.mkdir(staging, 0o700)
             listed = download(staging)
             files = store_rules.verify_files(staging, listed if expected is None else expected)
@@ -516,7 +528,10 @@ def place_hub(store, module):
         raise ModelStoreError("%s.endpoint: the hub at %s cannot be reached (got %s: %s); check the endpoint, proxy and "
                               "CA settings, or pin a revision already placed" % (variable, api.endpoint,
                                                                                  type(error).__name__, error))
-    revision = info.sha
+    # The hub's answer becomes a directory of the store: a commit and nothing else.
+    revision = store_rules.check_revision(info.sha, "hf", "%s.endpoint: the hub at %s answered for %s" % (
+        variable, api.endpoint, requested), "the hub or a proxy in between is not answering as the hub does; nothing "
+        "was written")
     siblings = dict((sibling.rfilename, sibling) for sibling in info.siblings or [])
     names = store_rules.select_files(sorted(siblings), model["include"], model["exclude"])
     if not names:
@@ -525,7 +540,9 @@ def place_hub(store, module):
     expected = {}
     for name in names:
         sibling = siblings[name]
-        store_rules.check_relative_path("%s file" % variable, name)
+        store_rules.check_file_names([name], "%s.endpoint: the hub at %s lists a file of %s" % (
+            variable, api.endpoint, revision), "the hub or a proxy in between is not answering as the hub does; "
+            "nothing was written")
         if sibling.lfs is not None:
             expected[name] = {"sha256": sibling.lfs.sha256, "size": sibling.lfs.size}
         else:
@@ -728,10 +745,11 @@ def place_archive(store, module):
 
 def _staged_file(staging, name):
     """The path of a file of the model inside staging, its directories created."""
+    store_rules.check_file_names([name], "staging %s" % staging, "nothing was written")
     target = os.path.join(staging, name)
     if not os.path.isdir(os.path.dirname(target)):
         os.makedirs(os.path.dirname(target), 0o700)
-    return target
+    return store_rules.check_inside(staging, target)
 
 
 def _s3_url(model, key):
@@ -898,6 +916,7 @@ def place_mirrored(store, module):
     """The revision the seeder published, from the mirror, verified against the seeder's checksums."""
     model, result = store.model, {"changed": False}
     revision, sums = module.params["mirror_revision"], module.params["mirror_manifest"]
+    _check_seeded(model, revision, sums)
     ref = _source_ref(model, module.params["manifest"])
     record = store.placed(revision)
     if record:
@@ -917,8 +936,26 @@ def place_mirrored(store, module):
     return store.fetch(revision, record, files, download, result)
 
 
+def _check_seeded(model, revision, sums):
+    """The seeder's result, handed to this host: a revision of the source's kind and {file: sha256} with file names
+    inside the model directory. It names paths in this host's store, so it is checked like any outside input."""
+    origin = "vllm_model_models (%s).mirror: the seeder's result" % model["name"]
+    advice = "the revision and files a seeder hands on come from the mirror; check who may write it"
+    store_rules.check_revision(revision, model["kind"], origin, advice)
+    store_rules.check_file_names(sums or {}, origin, advice)
+    for name, digest in (sums or {}).items():
+        if not store_rules.is_sha256(digest):
+            raise ModelStoreError("%s: %s has no sha256 (got %s); %s" % (origin, name, store_rules.shown(digest), advice))
+
+
+def _check_manifest_param(model, manifest):
+    """A controller source's manifest (action manifest's result): names inside the model directory."""
+    store_rules.check_file_names(manifest or {}, "%s: manifest" % model["name"], "compute it with action manifest")
+
+
 def plan_controller(store, module):
     model, manifest = store.model, module.params["manifest"] or {}
+    _check_manifest_param(model, manifest)
     if not manifest:
         raise ModelStoreError("%s: action plan needs the manifest computed on the controller" % model["name"])
     revision = model["revision"] or store_rules.manifest_revision(manifest)
@@ -939,12 +976,16 @@ def plan_controller(store, module):
 
 def place_controller(store, module):
     model, manifest = store.model, module.params["manifest"] or {}
+    _check_manifest_param(model, manifest)
     revision = model["revision"] or store_rules.manifest_revision(manifest)
     result = {"changed": False}
     record = store.placed(revision)
     if record:
         return store.reuse(revision, record, result)
     staged = module.params["staged"]
+    if os.path.normpath(staged or "") != store.staging(revision):
+        raise ModelStoreError("%s: staged must be the staging directory action plan created (got %s, expected %s)"
+                              % (model["name"], store_rules.shown(staged), store.staging(revision)))
     record = _record(model, revision, revision, dict(
         (name, {"sha256": entry["sha256"], "size": entry["size"]}) for name, entry in manifest.items()))
     _announced(result, record)
@@ -965,6 +1006,7 @@ def place_controller(store, module):
 def activate(store, module):
     """Make a revision the store holds intact current again; nothing is fetched, verified again or pruned."""
     revision = module.params["revision"]
+    store.revision_path(revision)
     record = store.placed(revision)
     if record is None:
         raise ModelStoreError(

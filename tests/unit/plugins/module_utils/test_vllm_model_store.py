@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -304,6 +305,66 @@ def test_current_that_is_a_directory_is_refused(tmp_path):
     (tmp_path / "current").mkdir()
     with pytest.raises(rules.ModelStoreError, match="not a symlink"):
         rules.current_revision(str(tmp_path))
+
+
+@pytest.mark.parametrize("state, words", [
+    ({"refs": {"main": "../../escape"}}, "ref main: not a revision label"),
+    ({"revisions": {"../x": {"revision": "../x", "kind": "http", "files": {}}}}, "revision: not a revision label"),
+    ({"revisions": {"v1": {"revision": "v1", "kind": "hf", "files": {}}}}, "revision: not a hub commit"),
+    ({"revisions": {"v1": {"revision": "v2", "kind": "http", "files": {}}}}, "the record of v1 is not"),
+    ({"revisions": {"v1": {"revision": "v1", "kind": "http", "files": {"../../etc/x": {}}}}}, "got ../../etc/x"),
+    ([], "is not a state record"),
+])
+def test_a_state_file_naming_paths_is_refused(tmp_path, state, words):
+    (tmp_path / ".state.json").write_text(json.dumps(state))
+    with pytest.raises(rules.ModelStoreError) as error:
+        rules.read_state(str(tmp_path))
+    assert words in str(error.value) and "move it away and re-run" in str(error.value)
+
+
+def test_current_pointing_out_of_the_model_directory_is_refused(tmp_path):
+    os.symlink("../elsewhere", tmp_path / "current")
+    with pytest.raises(rules.ModelStoreError, match="not at a revision of the store"):
+        rules.current_revision(str(tmp_path))
+    with pytest.raises(rules.ModelStoreError, match="refusing to write or remove"):
+        rules.switch_current(str(tmp_path), "../elsewhere")
+
+
+@pytest.mark.parametrize("entry", ["../x", "..", ".", "", "a/b", "x\x00"])
+def test_the_store_writes_and_removes_single_entries_of_the_model_directory_only(tmp_path, entry):
+    (tmp_path / "x").mkdir()
+    with pytest.raises(rules.ModelStoreError):
+        rules.remove_entry(str(tmp_path / "model"), entry)
+    assert (tmp_path / "x").is_dir()
+
+
+def test_a_link_out_is_removed_as_a_link_and_refused_as_a_directory(tmp_path):
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "keep").write_text("x")
+    (tmp_path / "model").mkdir()
+    os.symlink(str(tmp_path / "outside"), tmp_path / "model" / "link")
+    with pytest.raises(rules.ModelStoreError, match="outside"):
+        rules.check_inside(str(tmp_path / "model"), str(tmp_path / "model" / "link"))
+    rules.remove_entry(str(tmp_path / "model"), "link")
+    assert (tmp_path / "outside" / "keep").exists() and not os.path.lexists(tmp_path / "model" / "link")
+
+
+@pytest.mark.parametrize("name, good", [
+    ("config.json", True), ("sub/model.safetensors", True), (".gitattributes", True),
+    ("../x", False), ("/etc/passwd", False), ("a//b", False), ("./a", False), ("a/./b", False), ("a/..", False),
+    ("a\x00b", False), ("a\nb", False), ("x" * 256, False), ("a/" * 600 + "b", False), ("", False), (None, False),
+])
+def test_file_names_from_outside_are_relative_and_normalised(name, good):
+    assert rules.is_file_name(name) is good
+
+
+@pytest.mark.parametrize("value, kind, good", [
+    (COMMIT, "hf", True), (COMMIT.upper(), "hf", False), ("main", "hf", False), ("../" + COMMIT[3:], "hf", False),
+    ("v1.0", None, True), ("sha256-0123456789abcdef", "http", True), ("../x", None, False), ("a/b", None, False),
+    (".hidden", None, False), ("a..b", None, False), ("x" * 65, None, False), (None, None, False),
+])
+def test_revisions_from_outside_are_commits_or_strict_labels(value, kind, good):
+    assert rules.is_revision(value, kind) is good
 
 
 def test_intact_checks_recorded_sizes_and_leftovers_finds_partial_work(tmp_path):
