@@ -488,28 +488,28 @@ def _fail_cleanly(store, staging, error):
     raise ModelStoreError("%s: %s; the previous revision (%s) stays current" % (store.name, error, store.current or "none"))
 
 
-def place_hub(store, module):
-    model, result = store.model, {"changed": False}
-    requested = model["revision"]
-    revision = _known_revision(store, model)
-    record = store.placed(revision) if revision else None
-    if record:
-        return store.reuse(revision, record, result)
-
-    # Only now is the hub client loaded: a placed revision never needs it.
+def _hub_client(store, module):
+    """The hub client (imported only now: a placed revision never needs it), its HfApi and the token."""
+    model = store.model
     os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     os.environ["HF_HOME"] = os.path.join(store.root, ".hf-home")
     try:
         import huggingface_hub
-        from huggingface_hub import errors as hub_errors
     except ImportError as error:
         raise ModelStoreError("%s: huggingface_hub is not importable by %s (%s); run the role, which installs it into "
                               "vllm_model_tools_venv" % (model["name"], module._name, error))
     if module.params["ca_bundle"]:
         _hub_trusts(huggingface_hub, module.params["ca_bundle"])
     token = model["token"] or False
-    api = huggingface_hub.HfApi(endpoint=model["endpoint"], token=token)
+    return huggingface_hub, huggingface_hub.HfApi(endpoint=model["endpoint"], token=token), token
+
+
+def _hub_pins(model, api, requested):
+    """The commit the hub resolves requested to and {file: {sha256 (LFS) or git_sha1, size}} of the files the model
+    takes there: what the hub itself publishes, so what every byte is checked against, wherever it comes from."""
+    from huggingface_hub import errors as hub_errors
+
     variable = "vllm_model_models (%s)" % model["name"]
     try:
         info = api.model_info(model["location"], revision=requested, files_metadata=True)
@@ -528,25 +528,37 @@ def place_hub(store, module):
         raise ModelStoreError("%s.endpoint: the hub at %s cannot be reached (got %s: %s); check the endpoint, proxy and "
                               "CA settings, or pin a revision already placed" % (variable, api.endpoint,
                                                                                  type(error).__name__, error))
+    hostile = "the hub or a proxy in between is not answering as the hub does; nothing was written"
     # The hub's answer becomes a directory of the store: a commit and nothing else.
     revision = store_rules.check_revision(info.sha, "hf", "%s.endpoint: the hub at %s answered for %s" % (
-        variable, api.endpoint, requested), "the hub or a proxy in between is not answering as the hub does; nothing "
-        "was written")
+        variable, api.endpoint, requested), hostile)
     siblings = dict((sibling.rfilename, sibling) for sibling in info.siblings or [])
     names = store_rules.select_files(sorted(siblings), model["include"], model["exclude"])
     if not names:
         raise ModelStoreError("%s.include: no file of %s at %s matches (got include %s, exclude %s); adjust the "
                               "patterns" % (variable, model["location"], revision, model["include"], model["exclude"]))
+    store_rules.check_file_names(names, "%s.endpoint: the hub at %s lists a file of %s" % (
+        variable, api.endpoint, revision), hostile)
     expected = {}
     for name in names:
         sibling = siblings[name]
-        store_rules.check_file_names([name], "%s.endpoint: the hub at %s lists a file of %s" % (
-            variable, api.endpoint, revision), "the hub or a proxy in between is not answering as the hub does; "
-            "nothing was written")
         if sibling.lfs is not None:
             expected[name] = {"sha256": sibling.lfs.sha256, "size": sibling.lfs.size}
         else:
             expected[name] = {"git_sha1": sibling.blob_id, "size": sibling.size}
+    return revision, expected
+
+
+def place_hub(store, module):
+    model, result = store.model, {"changed": False}
+    requested = model["revision"]
+    revision = _known_revision(store, model)
+    record = store.placed(revision) if revision else None
+    if record:
+        return store.reuse(revision, record, result)
+    huggingface_hub, api, token = _hub_client(store, module)
+    revision, expected = _hub_pins(model, api, requested)
+    names = sorted(expected)
     existing = store.placed(revision)
     if existing:  # a branch now pointing at a commit placed earlier under another name
         return store.reuse(revision, existing, result, ref=requested)
@@ -872,8 +884,9 @@ def seed_mirror(store, module):
     if record is None:
         revision = revision or mirror.refs().get(ref)
         sums = mirror.sums(revision) if revision else None
-        if sums is not None:  # published by an earlier batch or run: nobody goes to the origin
-            return dict(result, revision=revision, manifest=sums, seeded_from="mirror")
+        pins = _source_pins(store, module, revision, sums) if sums is not None else None
+        if pins is not None:  # published by an earlier batch or run: taken from the mirror, checked against the pins
+            return _seed_from_mirror(store, module, mirror, revision, sums, pins, ref, result)
         placed = PLACE[model["kind"]](store, module)
         revision, result["changed"], result["seeded_from"] = placed["revision"], placed["changed"], "origin"
         result.update(dict((key, placed[key]) for key in ("weight_bytes", "total_bytes", "fit") if key in placed))
@@ -891,6 +904,85 @@ def seed_mirror(store, module):
         result["uploaded_bytes"] = mirror.publish(os.path.join(store.dir, revision), revision, record["files"], ref)
     published = dict((name, entry["sha256"]) for name, entry in record["files"].items())
     return dict(result, revision=revision, manifest=published)
+
+
+def _source_pins(store, module, revision, sums):
+    """What the source itself says the files of revision are ({file: {sha256 or git_sha1[, size]}}), to check a
+    mirror's copy against: the operator's sha256, the origin's SHA256SUMS (a small file), the hub's per-file
+    checksums at the commit. None when the source pins only an archive: the seeder then places from the origin and
+    compares the mirror with what it verified. A mirror's file set or sha256 that differs is refused, naming the
+    mirror."""
+    model = store.model
+    if model["kind"] == "hf":
+        _huggingface_hub, api, _token = _hub_client(store, module)
+        commit, pins = _hub_pins(model, api, revision)
+        if commit != revision:
+            raise ModelStoreError("vllm_model_models (%s).mirror: revision %s is not a commit of %s on %s (the hub "
+                                  "resolves it to %s); delete it from the mirror and re-run"
+                                  % (model["name"], revision, model["location"], api.endpoint, commit))
+    elif model["kind"] == "http":
+        pins = dict((name, {"sha256": digest}) for name, digest in _http_checksums(
+            model, module.params["ca_bundle"]).items())
+    else:
+        return None
+    _mirror_agrees(model, revision, sums, pins)
+    return pins
+
+
+def _mirror_agrees(model, revision, sums, pins):
+    """Refuse a mirror's {file: sha256} for revision (its SHA256SUMS, or the seeder's result) that differs from the
+    source's pins: other files, or other sha256 where the source pins one."""
+    sums = dict((name, digest.lower()) for name, digest in sums.items())
+    differ = sorted(name for name in set(sums) | set(pins) if name not in sums or name not in pins
+                    or (pins[name].get("sha256") and pins[name]["sha256"].lower() != sums[name]))
+    if differ:
+        mirror = "%s/%s/%s" % (model["mirror"], model["name"], revision)
+        raise ModelStoreError(
+            "vllm_model_models (%s).mirror: %s/ disagrees with the checksums the source pins (got differences in %s); "
+            "the mirror is a cache and only a seeder writes it: check who may write it, delete %s/ and re-run"
+            % (model["name"], mirror, ", ".join(store_rules.shown(name) for name in differ[:5]), mirror))
+
+
+def _operator_pins(model, params):
+    """The pins every host holds without asking anyone: the operator's sha256 (a file list), the controller's
+    manifest (a controller source). None for the others."""
+    if model["kind"] == "http" and model.get("sha256"):
+        return dict((name, {"sha256": digest.lower()}) for name, digest in model["sha256"].items())
+    if model["kind"] == "controller" and params.get("manifest"):
+        return dict((name, {"sha256": entry["sha256"]}) for name, entry in params["manifest"].items())
+    return None
+
+
+def _seed_from_mirror(store, module, mirror, revision, sums, pins, ref, result):
+    """The seeder places the mirror's revision itself, every file verified against the source's pins (a hub file
+    outside LFS by its git object id), and hands on what it verified."""
+    expected = dict((name, dict(pins[name], sha256=pins[name].get("sha256") or sums[name])) for name in pins)
+    placed = _place_from_mirror(store, module, mirror, revision, expected, ref)
+    result = dict(result, revision=revision, changed=placed["changed"], seeded_from="mirror")
+    result.update(dict((key, placed[key]) for key in ("weight_bytes", "total_bytes", "fit", "placed") if key in placed))
+    record = store.state["revisions"].get(revision)
+    verified = dict((name, entry["sha256"]) for name, entry in record["files"].items()) if record else sums
+    return dict(result, manifest=verified)
+
+
+def _place_from_mirror(store, module, mirror, revision, expected, ref):
+    """Place revision from the mirror, each file verified against expected ({file: {sha256 and/or git_sha1}}); a
+    file that does not verify is refused naming the mirror, the previous revision kept."""
+    model = store.model
+    files = dict((name, {"sha256": entry.get("sha256"), "size": mirror.size(revision, name)})
+                 for name, entry in expected.items())
+    record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()),
+                     extra={"via": mirror.url(revision)})
+
+    def download(staging):
+        for name in sorted(files):
+            mirror.download(revision, name, _staged_file(staging, name))
+
+    try:
+        return store.fetch(revision, record, expected, download, {"changed": False})
+    except ModelStoreError as error:
+        raise ModelStoreError("vllm_model_models (%s).mirror: %s/ does not verify: %s" % (
+            model["name"], mirror.url(revision), error))
 
 
 def seed_mirror_from_controller(module):
@@ -923,17 +1015,12 @@ def place_mirrored(store, module):
         return store.reuse(revision, record, result, ref=ref)
     if not sums:  # check mode on a fleet that has it nowhere yet: nothing was published to read
         return {"changed": True, "revision": revision}
+    pins = _operator_pins(model, module.params)
+    if pins is not None:  # what every host holds itself outranks what the seeder hands on
+        _mirror_agrees(model, revision, sums, pins)
     mirror = s3.Mirror(model, module.params["ca_bundle"])
-    files = dict((name, {"sha256": digest.lower(), "size": mirror.size(revision, name)})
-                 for name, digest in sums.items())
-    record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()),
-                     extra={"via": mirror.url(revision)})
-
-    def download(staging):
-        for name in sorted(files):
-            mirror.download(revision, name, _staged_file(staging, name))
-
-    return store.fetch(revision, record, files, download, result)
+    return _place_from_mirror(store, module, mirror, revision, dict(
+        (name, {"sha256": digest.lower()}) for name, digest in sums.items()), ref)
 
 
 def _check_seeded(model, revision, sums):
