@@ -226,6 +226,7 @@ placed:
 import grp
 import hashlib
 import os
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
@@ -542,10 +543,16 @@ def _hub_pins(model, api, requested):
     expected = {}
     for name in names:
         sibling = siblings[name]
-        if sibling.lfs is not None:
-            expected[name] = {"sha256": sibling.lfs.sha256, "size": sibling.lfs.size}
-        else:
+        if sibling.lfs is not None and store_rules.is_sha256(sibling.lfs.sha256):
+            expected[name] = {"sha256": sibling.lfs.sha256.lower(), "size": sibling.lfs.size}
+        elif sibling.lfs is None and re.match(r"^[0-9a-f]{40}$", sibling.blob_id or ""):
             expected[name] = {"git_sha1": sibling.blob_id, "size": sibling.size}
+        else:  # fail closed: a file nothing can be checked against is never placed
+            raise ModelStoreError("%s.endpoint: the hub at %s lists %s of %s at %s without a checksum (got LFS sha256 "
+                                  "%s, blob id %s); leave it out with exclude, or ask the hub's operator"
+                                  % (variable, api.endpoint, store_rules.shown(name), model["location"], revision,
+                                     store_rules.shown((sibling.lfs.sha256 if sibling.lfs else None) or "none"),
+                                     store_rules.shown(sibling.blob_id or "none")))
     return revision, expected
 
 

@@ -103,6 +103,10 @@ def hub(tmp_path_factory):
     write_tiny_model(str(root / "org" / "hostile" / COMMIT), seed=64)
     (root / "org" / "hostile" / "refs.json").write_text(json.dumps({"main": COMMIT, ESCAPE: COMMIT}))
     (root / "org" / "hostile" / "answer.json").write_text(json.dumps({"main": {"sha": ESCAPE}}))
+    # A hub that lists a file without any checksum (no LFS sha256, no blob id).
+    write_tiny_model(str(root / "org" / "unchecked" / COMMIT), seed=64)
+    (root / "org" / "unchecked" / "refs.json").write_text(json.dumps({"main": COMMIT}))
+    (root / "org" / "unchecked" / "answer.json").write_text(json.dumps({"main": {"unchecked": ["config.json"]}}))
     server = HubProcess(root).start()
     yield server
     server.stop()
@@ -173,3 +177,18 @@ def test_a_mirror_that_agrees_with_the_hub_is_a_cache(capsys, tmp_path, mirror, 
     assert seeded["manifest"] == sums_of(str(hub.root / "org" / "tiny" / COMMIT))
     assert hub.bytes_served() == served
     assert os.readlink(tmp_path / "store" / "cached" / "current") == COMMIT
+
+
+def test_a_hub_file_without_a_checksum_is_refused(capsys, tmp_path, hub):
+    served = hub.bytes_served()
+    placed = run_module(capsys, **hub_model(hub, tmp_path, source="hf://org/unchecked", revision="main"))
+    assert placed.get("failed"), placed
+    assert placed["msg"].startswith("vllm_model_models (tiny).endpoint: the hub at %s lists config.json of "
+                                    "org/unchecked at %s without a checksum (got LFS sha256 none, blob id none); "
+                                    % (hub.endpoint, COMMIT)), placed["msg"]
+    assert hub.bytes_served() == served and not os.path.exists(tmp_path / "store" / "tiny" / "current")
+    # Left out with exclude, the rest is placed, every file verified.
+    placed = run_module(capsys, **hub_model(hub, tmp_path, source="hf://org/unchecked", revision="main",
+                                            exclude=["config.json"]))
+    assert placed.get("failed") is not True, placed
+    assert sorted(os.listdir(tmp_path / "store" / "tiny" / "current")) == ["model.safetensors", "tokenizer_config.json"]
