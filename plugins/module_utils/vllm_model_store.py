@@ -42,6 +42,9 @@ WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt"
 STATE_FILE = ".state.json"
 STAGING_PREFIX = ".staging-"
 CURRENT = "current"
+# The revision labels the store derives itself (manifest_revision): with the commits, the only names of revision
+# directories it removes without a record of them.
+_DERIVED = re.compile(r"^sha256-[0-9a-f]{16}$")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
@@ -127,7 +130,8 @@ def check_relative_path(variable, name):
 def is_label(value):
     """A revision label of the store: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, no '..'
     (so never a path: no '/', no leading '.')."""
-    return isinstance(value, str) and bool(_LABEL.match(value)) and ".." not in value
+    return (isinstance(value, str) and bool(_LABEL.match(value)) and ".." not in value
+            and value != CURRENT)
 
 
 def is_revision(value, kind=None):
@@ -637,15 +641,23 @@ def revisions_to_prune(state, keep, protected):
     return [name for name in ordered if name not in kept]
 
 
-def leftovers(model_dir, state):
-    """Staging directories and revision directories no record knows (an interrupted run)."""
+def leftovers(model_dir, state, recorded=True):
+    """Staging directories, and revision directories no record knows (an interrupted run). Never the target of
+    current nor the revision current before it (the last switch's previous: a server not restarted yet may still
+    serve it), never an entry the store does not name itself (a commit, or a label it derived from checksums: what
+    an operator put beside is left alone), and when the run found no state file (recorded False: lost, so nothing
+    says what the entries are), no revision at all: only staging."""
     if not os.path.isdir(model_dir):
         return []
+    history = state["history"][-1:] if isinstance(state["history"], list) else []
+    serving = set([current_revision(model_dir)] + [entry.get("previous") for entry in history
+                                                   if isinstance(entry, dict)])
     names = []
     for entry in sorted(os.listdir(model_dir)):
         if entry.startswith(STAGING_PREFIX):
             names.append(entry)
-        elif not entry.startswith(".") and entry != CURRENT and entry not in state["revisions"]:
+        elif (recorded and entry not in state["revisions"] and entry not in serving
+              and (is_commit(entry) or _DERIVED.match(entry))):
             names.append(entry)
     return names
 

@@ -304,6 +304,9 @@ class Store:
         self.dir = os.path.join(self.root, self.name)
         if os.path.lexists(self.dir):  # a model directory that is a link out of the store is refused
             store_rules.check_inside(self.root, self.dir)
+        # A run that finds no state file removes no revision it did not place (a lost file must not delete what is
+        # serving).
+        self.recorded = os.path.exists(os.path.join(self.dir, store_rules.STATE_FILE))
         self.state = store_rules.read_state(self.dir)
         self.current = store_rules.current_revision(self.dir) if os.path.isdir(self.dir) else None
 
@@ -450,7 +453,7 @@ class Store:
                 self.state["history"] = self.state["history"][-20:]
         protected = [revision] + ([previous] if previous else [])
         pruned = store_rules.revisions_to_prune(self.state, self.keep, protected) if prune else []
-        junk = store_rules.leftovers(self.dir, self.state) if prune else []
+        junk = store_rules.leftovers(self.dir, self.state, self.recorded) if prune else []
         result["pruned"] = pruned
         if pruned or junk:
             result["changed"] = True

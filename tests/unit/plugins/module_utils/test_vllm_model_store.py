@@ -375,9 +375,18 @@ def test_intact_checks_recorded_sizes_and_leftovers_finds_partial_work(tmp_path)
     assert not rules.intact(str(tmp_path), "r1", record)
     assert not rules.intact(str(tmp_path), "r9", record)
     (tmp_path / ".staging-r2").mkdir()
-    (tmp_path / "orphan").mkdir()
+    (tmp_path / "orphan").mkdir()  # not named as the store names revisions: the operator's, left alone
+    (tmp_path / "sha256-0123456789abcdef").mkdir()
+    (tmp_path / COMMIT).mkdir()
     os.symlink("r1", tmp_path / "current")
-    assert rules.leftovers(str(tmp_path), _state(("r1", 1))) == [".staging-r2", "orphan"]
+    assert rules.leftovers(str(tmp_path), _state(("r1", 1))) == [".staging-r2", COMMIT, "sha256-0123456789abcdef"]
+    # Never current's target, nor the revision current before the last switch.
+    os.unlink(tmp_path / "current")
+    os.symlink(COMMIT, tmp_path / "current")
+    state = dict(_state(("r1", 1)), history=[{"revision": COMMIT, "previous": "sha256-0123456789abcdef"}])
+    assert rules.leftovers(str(tmp_path), state) == [".staging-r2"]
+    # No state file found by the run: staging only.
+    assert rules.leftovers(str(tmp_path), _state(("r1", 1)), recorded=False) == [".staging-r2"]
 
 
 def test_placed_fact_has_the_shape_vllm_serve_reads():
