@@ -68,12 +68,29 @@ class ModelStoreError(Exception):
     """A model that cannot be placed (origin, checksum, disk); the message says what to do."""
 
 
+def redact_url(url):
+    """A URL as it may be printed or stored: without user:password@, and with a query string or fragment shown as
+    '?(redacted)' (a presigned URL's signature is a credential). Anything that is not a URL is returned as it is."""
+    if not isinstance(url, str) or "://" not in url:
+        return url
+    scheme, netloc, path, query, fragment = urlsplit(url)
+    text = "%s://%s%s" % (scheme, netloc.rpartition("@")[2], path)
+    return text + "?(redacted)" if query or fragment else text
+
+
+def has_userinfo(url):
+    """Whether a URL carries user:password@ (or user@) before its host."""
+    return isinstance(url, str) and "://" in url and "@" in urlsplit(url).netloc
+
+
 def shown(value):
-    """A value for an error message: one line, control characters escaped, long values cut."""
+    """A value for an error message: one line, control characters escaped, long values cut, a URL redacted
+    (redact_url)."""
     if value == "":
         return "''"  # "(got )" would read as if nothing were shown
     text = json.dumps(value) if not isinstance(value, str) else value
     text = _CONTROL.sub(lambda match: "\\x%02x" % ord(match.group()), text)
+    text = redact_url(text) if isinstance(value, str) else text
     return text if len(text) <= 120 else text[:117] + "..."
 
 
@@ -194,6 +211,12 @@ def normalize_model(model, index):
               "use hf://, file:// (a directory on the host), controller:// (a directory on the controller), "
               "s3:// or https://")
     location = source.partition("://")[2]
+    # Credentials in a URL end up in logs, the state file and error messages: refused, whichever key holds it.
+    for key in ("source", "endpoint", "endpoint_url", "sha256sums", "mirror"):
+        if has_userinfo(model.get(key)):
+            _fail("%s.%s" % (variable, key), "carries credentials in the URL (user:password@)", model[key],
+                  "remove them: the hub takes token, S3 takes access_key_id and secret_access_key, an HTTP origin "
+                  "is read without credentials (or with a presigned URL, whose query is never printed or stored)")
     normalized = {"name": name, "source": source, "kind": kind, "location": location}
 
     revision = model.get("revision")

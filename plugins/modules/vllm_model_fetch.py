@@ -274,7 +274,7 @@ def directory_manifest(model, root):
     """Verify a directory against the operator's checksums (or hash it when none are given)."""
     if not os.path.isdir(root):
         raise ModelStoreError("%s: %s is not a directory (got %s); point source at the model's directory"
-                              % (model["name"], root, model["source"]))
+                              % (model["name"], root, store_rules.shown(model["source"])))
     expected = _operator_manifest(model, root)
     skip = _sums_file_name(model, root)
     if expected is None:
@@ -474,7 +474,9 @@ class Store:
 
 def _record(model, revision, requested, files, extra=None):
     sizes = dict((name, entry["size"]) for name, entry in files.items())
-    record = {"revision": revision, "requested": requested, "kind": model["kind"], "source": model["source"],
+    # The state file is readable by the serving group: a presigned URL's query is not kept.
+    record = {"revision": revision, "requested": requested, "kind": model["kind"],
+              "source": store_rules.redact_url(model["source"]),
               "files": files, "weight_bytes": store_rules.weight_bytes(sizes),
               "total_bytes": sum(sizes.values()), "placed": store_rules.now()}
     record.update(extra or {})
@@ -640,8 +642,11 @@ def _http_open(model, url, method="GET", timeout=60, ca_bundle=None):
     try:
         return open_url(url, method=method, timeout=timeout, follow_redirects="safe", ca_path=ca_bundle)
     except Exception as error:  # HTTPError, URLError, TLS and socket errors
+        # Neither the URL's query (a presigned signature) nor the error's copy of it is printed.
         raise ModelStoreError("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, "
-                              "proxy and CA settings" % (model["name"], url, type(error).__name__, error))
+                              "proxy and CA settings" % (model["name"], store_rules.redact_url(url),
+                                                         type(error).__name__,
+                                                         str(error).replace(url, store_rules.redact_url(url))))
 
 
 def _http_key(model):
@@ -650,7 +655,7 @@ def _http_key(model):
     if model.get("sha256"):
         return store_rules.manifest_revision(dict((name, {"sha256": digest.lower()})
                                                   for name, digest in model["sha256"].items()))
-    key = "sha256sums:" + urljoin(_http_base(model), model["sha256sums"])
+    key = "sha256sums:" + store_rules.redact_url(urljoin(_http_base(model), model["sha256sums"]))
     return key + " " + model["archive"] if model["kind"] == "archive" else key
 
 
@@ -660,7 +665,7 @@ def _http_checksums(model, ca_bundle):
         return dict((name, digest.lower()) for name, digest in model["sha256"].items())
     url = urljoin(_http_base(model), model["sha256sums"])
     return store_rules.parse_sha256sums(_http_open(model, url, ca_bundle=ca_bundle).read().decode("utf-8", "replace"),
-                                        url)
+                                        store_rules.redact_url(url))
 
 
 def _http_size(model, url, ca_bundle):
@@ -707,7 +712,7 @@ def _http_stream(model, url, path, ca_bundle, limit=0, digest=None):
         for block in iter(lambda: response.read(1 << 20), b""):
             written += len(block)
             if limit and written > limit:
-                raise ModelStoreError("%s sends more than the %d bytes it announced" % (url, limit))
+                raise ModelStoreError("%s sends more than the %d bytes it announced" % (store_rules.redact_url(url), limit))
             if digest is not None:
                 digest.update(block)
             handle.write(block)
@@ -728,7 +733,7 @@ def place_archive(store, module):
     if name not in listed:
         raise ModelStoreError("%s.sha256sums: %s does not list the archive %s (got %s); add the archive's line, as "
                               "sha256sum writes it in the archive's directory"
-                              % (variable, urljoin(_http_base(model), model["sha256sums"]), name,
+                              % (variable, store_rules.redact_url(urljoin(_http_base(model), model["sha256sums"])), name,
                                  store_rules.shown(sorted(listed))))
     digest = listed[name]
     revision = model["revision"] or store_rules.manifest_revision({name: {"sha256": digest}})
@@ -750,7 +755,8 @@ def place_archive(store, module):
             if got != digest:
                 raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
                                       % (name, got, digest))
-            with vllm_model_archive.ModelArchive(path, name, variable + ".source", model["source"]) as archive:
+            with vllm_model_archive.ModelArchive(path, name, variable + ".source",
+                                                 store_rules.redact_url(model["source"])) as archive:
                 members = archive.members()
                 sizes = dict((member.path, member.size) for member in members if not member.directory)
                 result["fit"] = store.check_fit(revision, store_rules.weight_bytes(sizes),

@@ -142,6 +142,9 @@ CASES = [
     # An archive's checksum is its own: a sha256 naming the files inside is refused.
     ({"vllm_model_models": [{"name": "tiny", "source": "https://models.example/tiny.tar.gz",
                              "sha256": {"config.json": "a" * 64}}]}, "vllm_model_models[0] (tiny).sha256"),
+    # Credentials in a source URL: refused, and never repeated.
+    ({"vllm_model_models": [{"name": "tiny", "source": "https://ops:%s@models.example/tiny/" % SECRET,
+                             "sha256sums": "SHA256SUMS"}]}, "vllm_model_models[0] (tiny).source"),
     ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),

@@ -407,3 +407,26 @@ def test_serving_layouts_are_the_instances_that_name_the_model():
     assert rules.serving_layouts("later", instances, serve_model="tiny") == [
         {"variable": "vllm_model_models (later)", "tensor_parallel_size": None, "instances": 1}]
     assert rules.serving_layouts("later", None) == rules.serving_layouts("later", [])
+
+
+@pytest.mark.parametrize("key, model", [
+    ("source", {"name": "w", "source": "https://user:hunter2secret@models.example/tiny/", "sha256sums": "SHA256SUMS"}),
+    ("source", {"name": "w", "source": "https://user:hunter2secret@models.example/tiny.tar.gz", "sha256sums": "S"}),
+    ("endpoint", dict(HUB, name="w", endpoint="https://user:hunter2secret@hf-mirror.example")),
+    ("sha256sums", {"name": "w", "source": "https://models.example/tiny/",
+                    "sha256sums": "https://user:hunter2secret@models.example/SHA256SUMS"}),
+    ("endpoint_url", {"name": "w", "source": "s3://models/tiny", "sha256sums": "S",
+                      "endpoint_url": "https://key:hunter2secret@minio.example:9000"}),
+])
+def test_credentials_in_a_url_are_refused_and_never_shown(key, model):
+    message = refused(model)
+    assert message.startswith("vllm_model_models[0] (w).%s: carries credentials in the URL" % key), message
+    assert "hunter2secret" not in message and "user" not in message.partition("(got ")[2].partition(")")[0]
+
+
+def test_urls_are_redacted_for_messages_and_the_state_file():
+    assert rules.redact_url("https://u:p@h.example:8443/a/b.tar.gz?X-Amz-Signature=s#f") == \
+        "https://h.example:8443/a/b.tar.gz?(redacted)"
+    assert rules.redact_url("https://h.example/a/") == "https://h.example/a/"
+    assert rules.redact_url("config.json") == "config.json"
+    assert rules.shown("https://h.example/m.zip?sig=secret") == "https://h.example/m.zip?(redacted)"

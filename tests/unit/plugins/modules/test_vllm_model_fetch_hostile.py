@@ -2,8 +2,9 @@
 naming that revision or a file outside the model directory, a hub (the stand-in, tests/stand_ins/hub_server.py, with
 its hostile answer.json) answering a sha of '../../escape'; a mirror holding other bytes than the source pins (the
 operator's sha256, the hub's per-file checksums). Each is refused with one line naming where it came from, and
-nothing is written outside the store; a mirror that agrees with the hub stays a cache (the hub sends no file). The real boto3 against moto's S3 server (tests/stand_ins/s3_origin.py), the
-real huggingface_hub client against the hub stand-in, both on 127.0.0.1."""
+nothing is written outside the store; a mirror that agrees with the hub stays a cache (the hub sends no file).
+The real boto3 against moto's S3 server (tests/stand_ins/s3_origin.py), the real huggingface_hub client against the
+hub stand-in, both on 127.0.0.1."""
 
 from __future__ import annotations
 
