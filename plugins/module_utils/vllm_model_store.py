@@ -694,6 +694,53 @@ def remove_entry(model_dir, entry):
         shutil.rmtree(path)
 
 
+class ModelLock:
+    """One lock per model for a whole action: fcntl.flock on <store>/.<name>.lock, taken without waiting. A second
+    run on the same model (another playbook, a retry while the first still runs) is refused with the holder's pid
+    instead of deleting the first one's staging. Released when the action ends (or its process dies). In check mode
+    nothing is created: the lock is taken only on a lock file a run left."""
+
+    def __init__(self, store, name, check_mode=False):
+        self.path = os.path.join(store, ".%s.lock" % name)
+        self.store, self.name, self.check_mode, self.handle = store, name, check_mode, None
+
+    def __enter__(self):
+        import fcntl
+
+        if self.check_mode:  # writes nothing: takes the lock only where a run left its file
+            if not os.path.isfile(self.path):
+                return self
+            self.handle = open(self.path, encoding="utf-8")
+        else:
+            if not os.path.isdir(self.store):
+                os.makedirs(self.store, 0o750)
+            self.handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.seek(0)
+            holder = self.handle.read().strip() or "unknown"
+            self.handle.close()
+            self.handle = None
+            raise ModelStoreError("vllm_model_models (%s): another run is placing this model on this host (%s is held "
+                                  "by pid %s); wait for it to finish, then re-run" % (self.name, self.path,
+                                                                                      shown(holder)))
+        if self.check_mode:
+            return self
+        os.chmod(self.path, 0o600)
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write("%d\n" % os.getpid())
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            self.handle.close()  # closing the file releases the lock
+            self.handle = None
+        return False
+
+
 def now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 

@@ -1137,15 +1137,24 @@ def run(module):
     for key in ("store", "name"):
         if not module.params[key]:
             raise ModelStoreError("action %s needs %s" % (action, key))
-    store = Store(module)
+    if action == "status":  # read-only: it reads the record, under no lock
+        store = Store(module)
+        if not store.model["mirror"]:
+            raise ModelStoreError("action status needs a model with a mirror")
+        return model_status(store, module)
+    name = store_rules.check_model_name(module.params["name"], "name")
+    with store_rules.ModelLock(module.params["store"], name, module.check_mode):
+        return _locked(Store(module), module, action)
+
+
+def _locked(store, module, action):
+    """What an action does to the store, under the model's lock."""
     if action == "activate":
         return activate(store, module)
-    if action in ("seed", "status") and not store.model["mirror"]:
-        raise ModelStoreError("action %s needs a model with a mirror" % action)
+    if action == "seed" and not store.model["mirror"]:
+        raise ModelStoreError("action seed needs a model with a mirror")
     if action == "plan":
         return plan_controller(store, module)
-    if action == "status":
-        return model_status(store, module)
     if action == "seed":
         return seed_mirror(store, module)
     if module.params["mirror_revision"]:
