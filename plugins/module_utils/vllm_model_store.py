@@ -626,19 +626,45 @@ def check_inside(root, path):
     return path
 
 
-def intact(model_dir, revision, record):
-    """A placed revision is intact when its directory (or host link) holds every recorded file at its
-    recorded size. Cheap (stat only), so a re-run decides without reading the weights or the network."""
+def record_stats(root, files):
+    """Add each placed file's mtime (ns) and inode to files ({name: entry}, in place): what a re-run compares,
+    besides the size, to notice a file changed in place without reading it."""
+    for name, entry in files.items():
+        stat = os.stat(os.path.join(root, name))
+        entry.update(mtime_ns=stat.st_mtime_ns, ino=stat.st_ino)
+    return files
+
+
+def changes(model_dir, revision, record, full=False):
+    """What differs between a placed revision's directory (or host link) and its record, [] when intact: the file
+    set (a file added beside the weights, a *.py that trust_remote_code would run, or one removed), and per file the
+    size, mtime and inode recorded (stat only, so a re-run decides without reading the weights or the network); with
+    full, also every file's sha256 (every byte read: for a scheduled run)."""
     root = os.path.join(model_dir, revision)
     if not os.path.isdir(root):
-        return False
-    for name, entry in record.get("files", {}).items():
-        try:
-            if os.path.getsize(os.path.join(root, name)) != entry["size"]:
-                return False
-        except OSError:
-            return False
-    return True
+        return ["%s is missing" % root]
+    files = record.get("files", {})
+    try:
+        present = set(list_files(root)) - set(record.get("ignored", []))
+    except ModelStoreError as error:
+        return [str(error)]
+    found = ["%s added" % name for name in sorted(present - set(files))]
+    found += ["%s removed" % name for name in sorted(set(files) - present)]
+    for name in sorted(set(files) & present):
+        entry, stat = files[name], os.stat(os.path.join(root, name))
+        for key, value in (("size", stat.st_size), ("mtime_ns", stat.st_mtime_ns), ("ino", stat.st_ino)):
+            if entry.get(key) is not None and entry[key] != value:
+                found.append("%s changed (%s)" % (name, key.split("_")[0]))
+                break
+        else:
+            if full and entry.get("sha256") and file_sha256(os.path.join(root, name)) != entry["sha256"]:
+                found.append("%s changed (sha256)" % name)
+    return found
+
+
+def intact(model_dir, revision, record, full=False):
+    """A placed revision is intact when changes() finds nothing."""
+    return not changes(model_dir, revision, record, full)
 
 
 def switch_current(model_dir, revision):

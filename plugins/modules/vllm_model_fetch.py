@@ -134,6 +134,15 @@ options:
   mirror_manifest:
     description: With O(mirror_revision), each file's sha256 as the seeder verified it (V(seed)'s RV(manifest)).
     type: dict
+  verify:
+    description:
+      - How a re-run checks a placed revision before it decides from the record. V(quick) compares the file set and
+        each file's size, mtime and inode with the record (stat only). V(full) also reads every file and compares
+        its sha256 (for a scheduled run). A revision that differs is placed again from its source, with a warning
+        saying what changed.
+    type: str
+    choices: [quick, full]
+    default: quick
   fit:
     description:
       - What the fit check weighs a new revision against, before its first byte is downloaded (or, for a
@@ -343,22 +352,19 @@ class Store:
         return store_rules.entry_path(self.dir, store_rules.STAGING_PREFIX + revision)
 
     def placed(self, revision):
+        """The record of revision when the store holds it as recorded (store_rules.changes: the file set, each file's
+        size, mtime and inode, and with verify full every sha256), else None: it is placed again from its source,
+        and a warning says what changed."""
         record = self.state["revisions"].get(revision)
-        if record and store_rules.intact(self.dir, revision, record):
-            if record["kind"] == "host" and not self._host_unchanged(record):
-                return None
+        if not record:
+            return None
+        found = store_rules.changes(self.dir, revision, record, full=self.module.params["verify"] == "full")
+        if not found:
             return record
+        if os.path.isdir(os.path.join(self.dir, revision)):
+            self.module.warn("%s: the placed files changed since they were verified (%s); the revision is placed "
+                             "again from its source" % (os.path.join(self.dir, revision), ", ".join(found[:5])))
         return None
-
-    def _host_unchanged(self, record):
-        root = os.path.join(self.dir, record["revision"])
-        for name, entry in record["files"].items():
-            try:
-                if os.stat(os.path.join(root, name)).st_mtime_ns != entry.get("mtime_ns"):
-                    return False
-            except OSError:
-                return False
-        return True
 
     def check_fit(self, revision, weight_bytes, consequence=None):
         """Refuse a revision that cannot fit the host's memory per NUMA node, before any byte is written (or, for an
@@ -395,6 +401,7 @@ class Store:
         if staged:
             self._own_tree(staged)
             os.rename(staged, target)
+            store_rules.record_stats(target, record["files"])  # what a re-run compares (renaming keeps both)
         else:
             os.symlink(link_target, target)
         self.state["revisions"][revision] = record
@@ -614,12 +621,11 @@ def place_host(store, module):
     record = store.placed(revision) if revision else None
     if record:
         return store.reuse(revision, record, result)
-    files = directory_manifest(model, root)
-    for name in files:
-        files[name]["mtime_ns"] = os.stat(os.path.join(root, name)).st_mtime_ns
+    files = store_rules.record_stats(root, directory_manifest(model, root))
     derived = store_rules.manifest_revision(files)
     revision = requested or derived
-    record = _record(model, revision, revision, files)
+    skip = _sums_file_name(model, root)
+    record = _record(model, revision, revision, files, extra={"ignored": [skip]} if skip else None)
     record["requested"] = derived  # the ref a re-run without a label looks up
     _announced(result, record)
     result["fit"] = store.check_fit(revision, record["weight_bytes"])
@@ -1189,6 +1195,7 @@ def main():
             "workers": {"type": "int", "default": 4},
             "ca_bundle": {"type": "path"},
             "fit": {"type": "dict"},
+            "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "mirror": {"type": "str"},
             "mirror_revision": {"type": "str"},
             "mirror_manifest": {"type": "dict"},
