@@ -654,7 +654,7 @@ def changes(model_dir, revision, record, full=False):
         entry, stat = files[name], os.stat(os.path.join(root, name))
         for key, value in (("size", stat.st_size), ("mtime_ns", stat.st_mtime_ns), ("ino", stat.st_ino)):
             if entry.get(key) is not None and entry[key] != value:
-                found.append("%s changed (%s)" % (name, key.split("_")[0]))
+                found.append("%s changed (%s)" % (name, key.partition("_")[0]))
                 break
         else:
             if full and entry.get("sha256") and file_sha256(os.path.join(root, name)) != entry["sha256"]:

@@ -152,8 +152,8 @@ def hub_mirror(server, hub, tmp_path, **extra):
     ("lfs", "model.safetensors", "disagrees with the checksums the source pins (got differences in model.safetensors)"),
     ("blob", "config.json", "does not verify: tiny-blob: config.json does not match the git object id"),
 ])
-def test_the_mirror_of_a_hub_commit_is_checked_against_the_hubs_checksums(capsys, tmp_path, mirror, hub, name,
-                                                                           tampered, words):
+def test_the_mirror_of_a_hub_commit_is_checked_against_the_hubs_checksums(
+        capsys, tmp_path, mirror, hub, name, tampered, words):
     """Other bytes in the mirror under the hub's commit, in an LFS file (the hub's sha256 differs) or a small file
     (its git object id differs): refused, naming the mirror, and nothing is current."""
     copy = tmp_path / "evil"
