@@ -981,7 +981,7 @@ def _seed_from_mirror(store, module, mirror, revision, sums, pins, ref, result):
     expected = dict((name, dict(pins[name], sha256=pins[name].get("sha256") or sums[name])) for name in pins)
     placed = _place_from_mirror(store, module, mirror, revision, expected, ref)
     result = dict(result, revision=revision, changed=placed["changed"], seeded_from="mirror")
-    result.update(dict((key, placed[key]) for key in ("weight_bytes", "total_bytes", "fit", "placed") if key in placed))
+    result.update(dict((key, placed[key]) for key in ("weight_bytes", "total_bytes", "fit") if key in placed))
     record = store.state["revisions"].get(revision)
     verified = dict((name, entry["sha256"]) for name, entry in record["files"].items()) if record else sums
     return dict(result, manifest=verified)
