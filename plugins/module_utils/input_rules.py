@@ -892,7 +892,8 @@ RULES = {
         (vllm_model_settings, "vllm_model_models, vllm_model_store, vllm_model_keep, vllm_model_min_free_disk_gib",
          "each model has a directory-safe unique name and exactly one source URI of a known scheme (hf://, https://, "
          "file://, controller://) with the keys that source takes (a hub model: a pinned revision, a token on one "
-         "line, http(s) endpoint); a dedicated absolute store; keep >= 1; free disk >= 0 GiB"),
+         "line, http(s) endpoint; no user:password@ in any URL); a dedicated absolute store; keep >= 1; free disk >= 0 "
+         "GiB"),
     ],
     "vllm_gateway": [
         (vllm_gateway_settings, "vllm_gateway_enabled, vllm_gateway_address, vllm_gateway_port, "

@@ -135,7 +135,17 @@ class Mirror:
         except ValueError as error:
             raise ModelStoreError("vllm_model_models (%s).mirror: %s is not valid JSON (%s); delete it and re-run"
                                   % (self.model["name"], self.url(REFS), error))
-        return refs if isinstance(refs, dict) else {}
+        if not isinstance(refs, dict):
+            raise ModelStoreError("vllm_model_models (%s).mirror: %s is not a mapping of ref to revision (got %s); "
+                                  "delete it and re-run" % (self.model["name"], self.url(REFS), store_rules.shown(refs)))
+        # Each revision becomes a directory in every host's store: a hub commit for a hub source, else a label.
+        for ref, revision in refs.items():
+            store_rules.check_revision(
+                revision, self.model["kind"], "vllm_model_models (%s).mirror: %s entry %s" % (
+                    self.model["name"], self.url(REFS), store_rules.shown(ref)),
+                "only a seeder writes there and it writes revisions only: check who may write the mirror, delete %s "
+                "and re-run" % self.url(REFS))
+        return refs
 
     def sums(self, revision):
         """{file: sha256} of a complete revision in the mirror, or None when it is not there (yet)."""

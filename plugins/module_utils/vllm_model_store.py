@@ -42,6 +42,9 @@ WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt"
 STATE_FILE = ".state.json"
 STAGING_PREFIX = ".staging-"
 CURRENT = "current"
+# The revision labels the store derives itself (manifest_revision): with the commits, the only names of revision
+# directories it removes without a record of them.
+_DERIVED = re.compile(r"^sha256-[0-9a-f]{16}$")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
@@ -65,12 +68,29 @@ class ModelStoreError(Exception):
     """A model that cannot be placed (origin, checksum, disk); the message says what to do."""
 
 
+def redact_url(url):
+    """A URL as it may be printed or stored: without user:password@, and with a query string or fragment shown as
+    '?(redacted)' (a presigned URL's signature is a credential). Anything that is not a URL is returned as it is."""
+    if not isinstance(url, str) or "://" not in url:
+        return url
+    scheme, netloc, path, query, fragment = urlsplit(url)
+    text = "%s://%s%s" % (scheme, netloc.rpartition("@")[2], path)
+    return text + "?(redacted)" if query or fragment else text
+
+
+def has_userinfo(url):
+    """Whether a URL carries user:password@ (or user@) before its host."""
+    return isinstance(url, str) and "://" in url and "@" in urlsplit(url).netloc
+
+
 def shown(value):
-    """A value for an error message: one line, control characters escaped, long values cut."""
+    """A value for an error message: one line, control characters escaped, long values cut, a URL redacted
+    (redact_url)."""
     if value == "":
         return "''"  # "(got )" would read as if nothing were shown
     text = json.dumps(value) if not isinstance(value, str) else value
     text = _CONTROL.sub(lambda match: "\\x%02x" % ord(match.group()), text)
+    text = redact_url(text) if isinstance(value, str) else text
     return text if len(text) <= 120 else text[:117] + "..."
 
 
@@ -109,13 +129,53 @@ def _check_manifest(variable, value):
                   "copy the digest from sha256sum's output")
 
 
+def is_file_name(name):
+    """A file name inside a model directory: relative and normalised (no empty, '.' or '..' part, no leading '/'),
+    no control characters, at most 1024 characters with parts of at most 255."""
+    if not isinstance(name, str) or not name or len(name) > 1024 or _CONTROL.search(name):
+        return False
+    return all(part not in ("", ".", "..") and len(part) <= 255 for part in name.split("/"))
+
+
 def check_relative_path(variable, name):
-    """A file name inside a model directory: relative, no '..', no control characters."""
-    parts = name.split("/") if isinstance(name, str) else []
-    if (not isinstance(name, str) or not name or name.startswith("/") or _CONTROL.search(name)
-            or any(part in ("", ".", "..") for part in parts)):
+    """A file name inside a model directory (is_file_name), or a one-line refusal naming variable."""
+    if not is_file_name(name):
         _fail(variable, "must be a relative file name inside the model directory", name,
               "name files like config.json or subdir/model.safetensors")
+
+
+def is_label(value):
+    """A revision label of the store: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, no '..'
+    (so never a path: no '/', no leading '.')."""
+    return (isinstance(value, str) and bool(_LABEL.match(value)) and ".." not in value
+            and value != CURRENT)
+
+
+def is_revision(value, kind=None):
+    """A revision that may name a directory of the store: a hub commit (40 lower-case hex digits) for kind hf, a
+    label (is_label) for the other kinds, either when the kind is not known."""
+    if kind == "hf":
+        return is_commit(value)
+    return is_label(value)
+
+
+def check_revision(value, kind, origin, advice):
+    """A revision that arrived from outside (a hub's answer, a mirror's refs.json, the seeder's result, the state
+    file), refused with a ModelStoreError naming origin unless is_revision: it becomes a path in the store."""
+    if not is_revision(value, kind):
+        raise ModelStoreError("%s: not a %s (got %s); %s" % (
+            origin, "hub commit (40 lower-case hex digits)" if kind == "hf"
+            else "revision label (letters, digits, '.', '_', '-'; no '/', no '..', no leading '.')", shown(value),
+            advice))
+    return value
+
+
+def check_file_names(names, origin, advice):
+    """File names that arrived from outside (a listing, a manifest, the state file): each must be is_file_name."""
+    for name in names:
+        if not is_file_name(name):
+            raise ModelStoreError("%s: names a file outside the model directory or with control characters (got %s); "
+                                  "%s" % (origin, shown(name), advice))
 
 
 def check_model_name(name, variable):
@@ -151,6 +211,12 @@ def normalize_model(model, index):
               "use hf://, file:// (a directory on the host), controller:// (a directory on the controller), "
               "s3:// or https://")
     location = source.partition("://")[2]
+    # Credentials in a URL end up in logs, the state file and error messages: refused, whichever key holds it.
+    for key in ("source", "endpoint", "endpoint_url", "sha256sums", "mirror"):
+        if has_userinfo(model.get(key)):
+            _fail("%s.%s" % (variable, key), "carries credentials in the URL (user:password@)", model[key],
+                  "remove them: the hub takes token, S3 takes access_key_id and secret_access_key, an HTTP origin "
+                  "is read without credentials (or with a presigned URL, whose query is never printed or stored)")
     normalized = {"name": name, "source": source, "kind": kind, "location": location}
 
     revision = model.get("revision")
@@ -202,8 +268,8 @@ def normalize_model(model, index):
     elif kind != "s3" and (not location.startswith("/") or _CONTROL.search(location) or "/../" in location + "/"):
         _fail(variable + ".source", "must name an absolute directory", source,
               "write %s:///absolute/path" % source.partition("://")[0])
-    if revision is not None and revision != "" and (not isinstance(revision, str) or not _LABEL.match(revision)):
-        _fail(variable + ".revision", "must be a label of letters, digits, '.', '_' or '-'", revision,
+    if revision is not None and revision != "" and not is_label(revision):
+        _fail(variable + ".revision", "must be a label of letters, digits, '.', '_' or '-' (no '..')", revision,
               "leave it empty to name the revision after the files' checksums")
     if model.get("sha256") is not None:
         _check_manifest(variable + ".sha256", model["sha256"])
@@ -339,8 +405,12 @@ def normalized_models(variables):
     return result
 
 
+def is_sha256(value):
+    return isinstance(value, str) and bool(_SHA256.match(value.lower()))
+
+
 def is_commit(revision):
-    return bool(revision and _COMMIT.match(revision))
+    return isinstance(revision, str) and bool(_COMMIT.match(revision))
 
 
 def select_files(names, include=None, exclude=None):
@@ -468,18 +538,41 @@ def check_free_disk(name, revision, needed, free, reserve_bytes, store):
 # The store: state of one model.
 
 def read_state(model_dir):
+    """The state file of a model, every revision and file name in it checked (each becomes a path in the store)."""
+    path = os.path.join(model_dir, STATE_FILE)
     try:
-        with open(os.path.join(model_dir, STATE_FILE), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             state = json.load(handle)
     except FileNotFoundError:
         state = {}
     except ValueError as error:
         raise ModelStoreError("%s is not valid JSON (%s); move it away and re-run to place the model again"
-                              % (os.path.join(model_dir, STATE_FILE), error))
+                              % (path, error))
+    if not isinstance(state, dict):
+        raise ModelStoreError("%s is not a state record (got %s); move it away and re-run to place the model again"
+                              % (path, shown(state)))
     state.setdefault("refs", {})
     state.setdefault("revisions", {})
     state.setdefault("history", [])
+    _check_state(path, state)
     return state
+
+
+def _check_state(path, state):
+    advice = "the file was changed by hand or by someone else: move it away and re-run to place the model again"
+    if not isinstance(state["refs"], dict) or not isinstance(state["revisions"], dict):
+        raise ModelStoreError("%s: refs and revisions must be mappings (got %s); %s"
+                              % (path, shown(sorted(state)), advice))
+    for revision, record in state["revisions"].items():
+        kind = record.get("kind") if isinstance(record, dict) else None
+        check_revision(revision, kind, "%s revision" % path, advice)
+        if not isinstance(record, dict) or record.get("revision") != revision or not isinstance(
+                record.get("files", {}), dict):
+            raise ModelStoreError("%s: the record of %s is not one the store writes (got %s); %s"
+                                  % (path, revision, shown(record), advice))
+        check_file_names(record.get("files", {}), "%s revision %s" % (path, revision), advice)
+    for ref, revision in state["refs"].items():
+        check_revision(revision, None, "%s ref %s" % (path, shown(ref)), advice)
 
 
 def write_state(model_dir, state):
@@ -494,32 +587,91 @@ def write_state(model_dir, state):
 
 
 def current_revision(model_dir):
+    """The revision current points at: a link to one entry of model_dir; a link anywhere else is refused."""
     link = os.path.join(model_dir, CURRENT)
     if not os.path.islink(link):
         if os.path.lexists(link):
             raise ModelStoreError("%s exists but is not a symlink; move it away so revisions can be switched "
                                   "atomically" % link)
         return None
-    return os.path.basename(os.path.normpath(os.readlink(link)))
+    target = os.readlink(link)
+    if not is_revision(target):
+        raise ModelStoreError("%s points at %s, not at a revision of the store (a directory beside it); remove the "
+                              "link and re-run, or make a placed revision current with action activate"
+                              % (link, shown(target)))
+    return target
 
 
-def intact(model_dir, revision, record):
-    """A placed revision is intact when its directory (or host link) holds every recorded file at its
-    recorded size. Cheap (stat only), so a re-run decides without reading the weights or the network."""
+def entry_path(model_dir, entry):
+    """The path of one entry of a model's directory (a revision, a staging directory, a link), proven to stay inside
+    it: a single name that is not '.' or '..', and the directory itself no link out. Everything the store writes,
+    removes or links goes through here."""
+    if (not isinstance(entry, str) or not entry or "/" in entry or entry in (".", "..") or _CONTROL.search(entry)
+            or len(entry) > 255):
+        raise ModelStoreError("%s: refusing to write or remove %s there: it is not one entry of the model's directory; "
+                              "the revision or name came from a source that must be checked" % (model_dir, shown(entry)))
+    path = os.path.join(model_dir, entry)
+    real = os.path.realpath(model_dir)
+    if os.path.dirname(os.path.join(real, entry)) != real or os.path.realpath(os.path.dirname(path)) != real:
+        raise ModelStoreError("%s: %s would leave the model's directory; refusing it" % (model_dir, shown(entry)))
+    return path
+
+
+def check_inside(root, path):
+    """Refuse path unless it resolves inside root (symlinks followed): a link pointing out is refused."""
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+        raise ModelStoreError("%s resolves to %s, outside %s (a symlink pointing out); remove it and re-run"
+                              % (path, real, root))
+    return path
+
+
+def record_stats(root, files):
+    """Add each placed file's mtime (ns) and inode to files ({name: entry}, in place): what a re-run compares,
+    besides the size, to notice a file changed in place without reading it."""
+    for name, entry in files.items():
+        stat = os.stat(os.path.join(root, name))
+        entry.update(mtime_ns=stat.st_mtime_ns, ino=stat.st_ino)
+    return files
+
+
+def changes(model_dir, revision, record, full=False):
+    """What differs between a placed revision's directory (or host link) and its record, [] when intact: the file
+    set (a file added beside the weights, a *.py that trust_remote_code would run, or one removed), and per file the
+    size, mtime and inode recorded (stat only, so a re-run decides without reading the weights or the network); with
+    full, also every file's sha256 (every byte read: for a scheduled run)."""
     root = os.path.join(model_dir, revision)
     if not os.path.isdir(root):
-        return False
-    for name, entry in record.get("files", {}).items():
-        try:
-            if os.path.getsize(os.path.join(root, name)) != entry["size"]:
-                return False
-        except OSError:
-            return False
-    return True
+        return ["%s is missing" % root]
+    files = record.get("files", {})
+    try:
+        present = set(list_files(root)) - set(record.get("ignored", []))
+    except ModelStoreError as error:
+        return [str(error)]
+    found = ["%s added" % name for name in sorted(present - set(files))]
+    found += ["%s removed" % name for name in sorted(set(files) - present)]
+    for name in sorted(set(files) & present):
+        entry, stat = files[name], os.stat(os.path.join(root, name))
+        for key, value in (("size", stat.st_size), ("mtime_ns", stat.st_mtime_ns), ("ino", stat.st_ino)):
+            if entry.get(key) is not None and entry[key] != value:
+                found.append("%s changed (%s)" % (name, key.partition("_")[0]))
+                break
+        else:
+            if full and entry.get("sha256") and file_sha256(os.path.join(root, name)) != entry["sha256"]:
+                found.append("%s changed (sha256)" % name)
+    return found
+
+
+def intact(model_dir, revision, record, full=False):
+    """A placed revision is intact when changes() finds nothing."""
+    return not changes(model_dir, revision, record, full)
 
 
 def switch_current(model_dir, revision):
     """Point current at revision: a new link renamed over the old one, so readers never see neither."""
+    entry_path(model_dir, revision)
+    if not is_revision(revision):
+        raise ModelStoreError("%s: refusing to make %s current: not a revision name" % (model_dir, shown(revision)))
     temporary = os.path.join(model_dir, ".current.%d" % os.getpid())
     if os.path.lexists(temporary):
         os.unlink(temporary)
@@ -538,25 +690,81 @@ def revisions_to_prune(state, keep, protected):
     return [name for name in ordered if name not in kept]
 
 
-def leftovers(model_dir, state):
-    """Staging directories and revision directories no record knows (an interrupted run)."""
+def leftovers(model_dir, state, recorded=True):
+    """Staging directories, and revision directories no record knows (an interrupted run). Never the target of
+    current nor the revision current before it (the last switch's previous: a server not restarted yet may still
+    serve it), never an entry the store does not name itself (a commit, or a label it derived from checksums: what
+    an operator put beside is left alone), and when the run found no state file (recorded False: lost, so nothing
+    says what the entries are), no revision at all: only staging."""
     if not os.path.isdir(model_dir):
         return []
+    history = state["history"][-1:] if isinstance(state["history"], list) else []
+    serving = set([current_revision(model_dir)] + [entry.get("previous") for entry in history
+                                                   if isinstance(entry, dict)])
     names = []
     for entry in sorted(os.listdir(model_dir)):
         if entry.startswith(STAGING_PREFIX):
             names.append(entry)
-        elif not entry.startswith(".") and entry != CURRENT and entry not in state["revisions"]:
+        elif (recorded and entry not in state["revisions"] and entry not in serving
+              and (is_commit(entry) or _DERIVED.match(entry))):
             names.append(entry)
     return names
 
 
 def remove_entry(model_dir, entry):
-    path = os.path.join(model_dir, entry)
+    """Remove one entry of model_dir (entry_path): a link is unlinked, never followed."""
+    path = entry_path(model_dir, entry)
     if os.path.islink(path) or os.path.isfile(path):
         os.unlink(path)
     elif os.path.isdir(path):
         shutil.rmtree(path)
+
+
+class ModelLock:
+    """One lock per model for a whole action: fcntl.flock on <store>/.<name>.lock, taken without waiting. A second
+    run on the same model (another playbook, a retry while the first still runs) is refused with the holder's pid
+    instead of deleting the first one's staging. Released when the action ends (or its process dies). In check mode
+    nothing is created: the lock is taken only on a lock file a run left."""
+
+    def __init__(self, store, name, check_mode=False):
+        self.path = os.path.join(store, ".%s.lock" % name)
+        self.store, self.name, self.check_mode, self.handle = store, name, check_mode, None
+
+    def __enter__(self):
+        import fcntl
+
+        if self.check_mode:  # writes nothing: takes the lock only where a run left its file
+            if not os.path.isfile(self.path):
+                return self
+            self.handle = open(self.path, encoding="utf-8")
+        else:
+            if not os.path.isdir(self.store):
+                os.makedirs(self.store, 0o750)
+            self.handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.seek(0)
+            holder = self.handle.read().strip() or "unknown"
+            self.handle.close()
+            self.handle = None
+            raise ModelStoreError("vllm_model_models (%s): another run is placing this model on this host (%s is held "
+                                  "by pid %s); wait for it to finish, then re-run" % (self.name, self.path,
+                                                                                      shown(holder)))
+        if self.check_mode:
+            return self
+        os.chmod(self.path, 0o600)
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write("%d\n" % os.getpid())
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            self.handle.close()  # closing the file releases the lock
+            self.handle = None
+        return False
 
 
 def now():

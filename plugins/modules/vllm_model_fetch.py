@@ -134,6 +134,15 @@ options:
   mirror_manifest:
     description: With O(mirror_revision), each file's sha256 as the seeder verified it (V(seed)'s RV(manifest)).
     type: dict
+  verify:
+    description:
+      - How a re-run checks a placed revision before it decides from the record. V(quick) compares the file set and
+        each file's size, mtime and inode with the record (stat only). V(full) also reads every file and compares
+        its sha256 (for a scheduled run). A revision that differs is placed again from its source, with a warning
+        saying what changed.
+    type: str
+    choices: [quick, full]
+    default: quick
   fit:
     description:
       - What the fit check weighs a new revision against, before its first byte is downloaded (or, for a
@@ -226,6 +235,7 @@ placed:
 import grp
 import hashlib
 import os
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
@@ -273,7 +283,7 @@ def directory_manifest(model, root):
     """Verify a directory against the operator's checksums (or hash it when none are given)."""
     if not os.path.isdir(root):
         raise ModelStoreError("%s: %s is not a directory (got %s); point source at the model's directory"
-                              % (model["name"], root, model["source"]))
+                              % (model["name"], root, store_rules.shown(model["source"])))
     expected = _operator_manifest(model, root)
     skip = _sums_file_name(model, root)
     if expected is None:
@@ -301,6 +311,11 @@ class Store:
         self.model = _model_from_params(params) if params["action"] != "activate" else None
         self.name = self.model["name"] if self.model else store_rules.check_model_name(params["name"], "name")
         self.dir = os.path.join(self.root, self.name)
+        if os.path.lexists(self.dir):  # a model directory that is a link out of the store is refused
+            store_rules.check_inside(self.root, self.dir)
+        # A run that finds no state file removes no revision it did not place (a lost file must not delete what is
+        # serving).
+        self.recorded = os.path.exists(os.path.join(self.dir, store_rules.STATE_FILE))
         self.state = store_rules.read_state(self.dir)
         self.current = store_rules.current_revision(self.dir) if os.path.isdir(self.dir) else None
 
@@ -325,26 +340,31 @@ class Store:
                 os.makedirs(path, 0o750)
             self._own(path, True)
 
+    def revision_path(self, revision, kind=None):
+        """<store>/<name>/<revision>, the revision checked (a hub commit for kind hf, else a label) and the path
+        proven to stay inside the model's directory."""
+        store_rules.check_revision(revision, kind, "%s: revision" % self.name,
+                                   "it came from a source that must be checked; nothing was written")
+        return store_rules.entry_path(self.dir, revision)
+
     def staging(self, revision):
-        return os.path.join(self.dir, store_rules.STAGING_PREFIX + revision.replace("/", "_"))
+        self.revision_path(revision)
+        return store_rules.entry_path(self.dir, store_rules.STAGING_PREFIX + revision)
 
     def placed(self, revision):
+        """The record of revision when the store holds it as recorded (store_rules.changes: the file set, each file's
+        size, mtime and inode, and with verify full every sha256), else None: it is placed again from its source,
+        and a warning says what changed."""
         record = self.state["revisions"].get(revision)
-        if record and store_rules.intact(self.dir, revision, record):
-            if record["kind"] == "host" and not self._host_unchanged(record):
-                return None
+        if not record:
+            return None
+        found = store_rules.changes(self.dir, revision, record, full=self.module.params["verify"] == "full")
+        if not found:
             return record
+        if os.path.isdir(os.path.join(self.dir, revision)):
+            self.module.warn("%s: the placed files changed since they were verified (%s); the revision is placed "
+                             "again from its source" % (os.path.join(self.dir, revision), ", ".join(found[:5])))
         return None
-
-    def _host_unchanged(self, record):
-        root = os.path.join(self.dir, record["revision"])
-        for name, entry in record["files"].items():
-            try:
-                if os.stat(os.path.join(root, name)).st_mtime_ns != entry.get("mtime_ns"):
-                    return False
-            except OSError:
-                return False
-        return True
 
     def check_fit(self, revision, weight_bytes, consequence=None):
         """Refuse a revision that cannot fit the host's memory per NUMA node, before any byte is written (or, for an
@@ -373,12 +393,15 @@ class Store:
 
     def commit(self, revision, record, staged=None, link_target=None):
         """Move a verified revision into place, record it, switch current, prune."""
-        target = os.path.join(self.dir, revision)
+        target = self.revision_path(revision, record["kind"])
+        store_rules.check_file_names(record["files"], "%s: revision %s" % (self.name, revision),
+                                     "it came from a source that must be checked; nothing was written")
         if os.path.lexists(target):
             store_rules.remove_entry(self.dir, revision)
         if staged:
             self._own_tree(staged)
             os.rename(staged, target)
+            store_rules.record_stats(target, record["files"])  # what a re-run compares (renaming keeps both)
         else:
             os.symlink(link_target, target)
         self.state["revisions"][revision] = record
@@ -413,7 +436,7 @@ class Store:
         staging = self.staging(revision)
         try:
             if os.path.lexists(staging):
-                shutil.rmtree(staging)
+                store_rules.remove_entry(self.dir, os.path.basename(staging))
             os.mkdir(staging, 0o700)
             listed = download(staging)
             files = store_rules.verify_files(staging, listed if expected is None else expected)
@@ -437,7 +460,7 @@ class Store:
                 self.state["history"] = self.state["history"][-20:]
         protected = [revision] + ([previous] if previous else [])
         pruned = store_rules.revisions_to_prune(self.state, self.keep, protected) if prune else []
-        junk = store_rules.leftovers(self.dir, self.state) if prune else []
+        junk = store_rules.leftovers(self.dir, self.state, self.recorded) if prune else []
         result["pruned"] = pruned
         if pruned or junk:
             result["changed"] = True
@@ -458,7 +481,9 @@ class Store:
 
 def _record(model, revision, requested, files, extra=None):
     sizes = dict((name, entry["size"]) for name, entry in files.items())
-    record = {"revision": revision, "requested": requested, "kind": model["kind"], "source": model["source"],
+    # The state file is readable by the serving group: a presigned URL's query is not kept.
+    record = {"revision": revision, "requested": requested, "kind": model["kind"],
+              "source": store_rules.redact_url(model["source"]),
               "files": files, "weight_bytes": store_rules.weight_bytes(sizes),
               "total_bytes": sum(sizes.values()), "placed": store_rules.now()}
     record.update(extra or {})
@@ -476,28 +501,28 @@ def _fail_cleanly(store, staging, error):
     raise ModelStoreError("%s: %s; the previous revision (%s) stays current" % (store.name, error, store.current or "none"))
 
 
-def place_hub(store, module):
-    model, result = store.model, {"changed": False}
-    requested = model["revision"]
-    revision = _known_revision(store, model)
-    record = store.placed(revision) if revision else None
-    if record:
-        return store.reuse(revision, record, result)
-
-    # Only now is the hub client loaded: a placed revision never needs it.
+def _hub_client(store, module):
+    """The hub client (imported only now: a placed revision never needs it), its HfApi and the token."""
+    model = store.model
     os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     os.environ["HF_HOME"] = os.path.join(store.root, ".hf-home")
     try:
         import huggingface_hub
-        from huggingface_hub import errors as hub_errors
     except ImportError as error:
         raise ModelStoreError("%s: huggingface_hub is not importable by %s (%s); run the role, which installs it into "
                               "vllm_model_tools_venv" % (model["name"], module._name, error))
     if module.params["ca_bundle"]:
         _hub_trusts(huggingface_hub, module.params["ca_bundle"])
     token = model["token"] or False
-    api = huggingface_hub.HfApi(endpoint=model["endpoint"], token=token)
+    return huggingface_hub, huggingface_hub.HfApi(endpoint=model["endpoint"], token=token), token
+
+
+def _hub_pins(model, api, requested):
+    """The commit the hub resolves requested to and {file: {sha256 (LFS) or git_sha1, size}} of the files the model
+    takes there: what the hub itself publishes, so what every byte is checked against, wherever it comes from."""
+    from huggingface_hub import errors as hub_errors
+
     variable = "vllm_model_models (%s)" % model["name"]
     try:
         info = api.model_info(model["location"], revision=requested, files_metadata=True)
@@ -516,20 +541,43 @@ def place_hub(store, module):
         raise ModelStoreError("%s.endpoint: the hub at %s cannot be reached (got %s: %s); check the endpoint, proxy and "
                               "CA settings, or pin a revision already placed" % (variable, api.endpoint,
                                                                                  type(error).__name__, error))
-    revision = info.sha
+    hostile = "the hub or a proxy in between is not answering as the hub does; nothing was written"
+    # The hub's answer becomes a directory of the store: a commit and nothing else.
+    revision = store_rules.check_revision(info.sha, "hf", "%s.endpoint: the hub at %s answered for %s" % (
+        variable, api.endpoint, requested), hostile)
     siblings = dict((sibling.rfilename, sibling) for sibling in info.siblings or [])
     names = store_rules.select_files(sorted(siblings), model["include"], model["exclude"])
     if not names:
         raise ModelStoreError("%s.include: no file of %s at %s matches (got include %s, exclude %s); adjust the "
                               "patterns" % (variable, model["location"], revision, model["include"], model["exclude"]))
+    store_rules.check_file_names(names, "%s.endpoint: the hub at %s lists a file of %s" % (
+        variable, api.endpoint, revision), hostile)
     expected = {}
     for name in names:
         sibling = siblings[name]
-        store_rules.check_relative_path("%s file" % variable, name)
-        if sibling.lfs is not None:
-            expected[name] = {"sha256": sibling.lfs.sha256, "size": sibling.lfs.size}
-        else:
+        if sibling.lfs is not None and store_rules.is_sha256(sibling.lfs.sha256):
+            expected[name] = {"sha256": sibling.lfs.sha256.lower(), "size": sibling.lfs.size}
+        elif sibling.lfs is None and re.match(r"^[0-9a-f]{40}$", sibling.blob_id or ""):
             expected[name] = {"git_sha1": sibling.blob_id, "size": sibling.size}
+        else:  # fail closed: a file nothing can be checked against is never placed
+            raise ModelStoreError("%s.endpoint: the hub at %s lists %s of %s at %s without a checksum (got LFS sha256 "
+                                  "%s, blob id %s); leave it out with exclude, or ask the hub's operator"
+                                  % (variable, api.endpoint, store_rules.shown(name), model["location"], revision,
+                                     store_rules.shown((sibling.lfs.sha256 if sibling.lfs else None) or "none"),
+                                     store_rules.shown(sibling.blob_id or "none")))
+    return revision, expected
+
+
+def place_hub(store, module):
+    model, result = store.model, {"changed": False}
+    requested = model["revision"]
+    revision = _known_revision(store, model)
+    record = store.placed(revision) if revision else None
+    if record:
+        return store.reuse(revision, record, result)
+    huggingface_hub, api, token = _hub_client(store, module)
+    revision, expected = _hub_pins(model, api, requested)
+    names = sorted(expected)
     existing = store.placed(revision)
     if existing:  # a branch now pointing at a commit placed earlier under another name
         return store.reuse(revision, existing, result, ref=requested)
@@ -573,12 +621,11 @@ def place_host(store, module):
     record = store.placed(revision) if revision else None
     if record:
         return store.reuse(revision, record, result)
-    files = directory_manifest(model, root)
-    for name in files:
-        files[name]["mtime_ns"] = os.stat(os.path.join(root, name)).st_mtime_ns
+    files = store_rules.record_stats(root, directory_manifest(model, root))
     derived = store_rules.manifest_revision(files)
     revision = requested or derived
-    record = _record(model, revision, revision, files)
+    skip = _sums_file_name(model, root)
+    record = _record(model, revision, revision, files, extra={"ignored": [skip]} if skip else None)
     record["requested"] = derived  # the ref a re-run without a label looks up
     _announced(result, record)
     result["fit"] = store.check_fit(revision, record["weight_bytes"])
@@ -601,8 +648,11 @@ def _http_open(model, url, method="GET", timeout=60, ca_bundle=None):
     try:
         return open_url(url, method=method, timeout=timeout, follow_redirects="safe", ca_path=ca_bundle)
     except Exception as error:  # HTTPError, URLError, TLS and socket errors
+        # Neither the URL's query (a presigned signature) nor the error's copy of it is printed.
         raise ModelStoreError("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, "
-                              "proxy and CA settings" % (model["name"], url, type(error).__name__, error))
+                              "proxy and CA settings" % (model["name"], store_rules.redact_url(url),
+                                                         type(error).__name__,
+                                                         str(error).replace(url, store_rules.redact_url(url))))
 
 
 def _http_key(model):
@@ -611,7 +661,7 @@ def _http_key(model):
     if model.get("sha256"):
         return store_rules.manifest_revision(dict((name, {"sha256": digest.lower()})
                                                   for name, digest in model["sha256"].items()))
-    key = "sha256sums:" + urljoin(_http_base(model), model["sha256sums"])
+    key = "sha256sums:" + store_rules.redact_url(urljoin(_http_base(model), model["sha256sums"]))
     return key + " " + model["archive"] if model["kind"] == "archive" else key
 
 
@@ -621,7 +671,7 @@ def _http_checksums(model, ca_bundle):
         return dict((name, digest.lower()) for name, digest in model["sha256"].items())
     url = urljoin(_http_base(model), model["sha256sums"])
     return store_rules.parse_sha256sums(_http_open(model, url, ca_bundle=ca_bundle).read().decode("utf-8", "replace"),
-                                        url)
+                                        store_rules.redact_url(url))
 
 
 def _http_size(model, url, ca_bundle):
@@ -668,7 +718,7 @@ def _http_stream(model, url, path, ca_bundle, limit=0, digest=None):
         for block in iter(lambda: response.read(1 << 20), b""):
             written += len(block)
             if limit and written > limit:
-                raise ModelStoreError("%s sends more than the %d bytes it announced" % (url, limit))
+                raise ModelStoreError("%s sends more than the %d bytes it announced" % (store_rules.redact_url(url), limit))
             if digest is not None:
                 digest.update(block)
             handle.write(block)
@@ -689,7 +739,7 @@ def place_archive(store, module):
     if name not in listed:
         raise ModelStoreError("%s.sha256sums: %s does not list the archive %s (got %s); add the archive's line, as "
                               "sha256sum writes it in the archive's directory"
-                              % (variable, urljoin(_http_base(model), model["sha256sums"]), name,
+                              % (variable, store_rules.redact_url(urljoin(_http_base(model), model["sha256sums"])), name,
                                  store_rules.shown(sorted(listed))))
     digest = listed[name]
     revision = model["revision"] or store_rules.manifest_revision({name: {"sha256": digest}})
@@ -711,7 +761,8 @@ def place_archive(store, module):
             if got != digest:
                 raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
                                       % (name, got, digest))
-            with vllm_model_archive.ModelArchive(path, name, variable + ".source", model["source"]) as archive:
+            with vllm_model_archive.ModelArchive(path, name, variable + ".source",
+                                                 store_rules.redact_url(model["source"])) as archive:
                 members = archive.members()
                 sizes = dict((member.path, member.size) for member in members if not member.directory)
                 result["fit"] = store.check_fit(revision, store_rules.weight_bytes(sizes),
@@ -728,10 +779,11 @@ def place_archive(store, module):
 
 def _staged_file(staging, name):
     """The path of a file of the model inside staging, its directories created."""
+    store_rules.check_file_names([name], "staging %s" % staging, "nothing was written")
     target = os.path.join(staging, name)
     if not os.path.isdir(os.path.dirname(target)):
         os.makedirs(os.path.dirname(target), 0o700)
-    return target
+    return store_rules.check_inside(staging, target)
 
 
 def _s3_url(model, key):
@@ -854,8 +906,9 @@ def seed_mirror(store, module):
     if record is None:
         revision = revision or mirror.refs().get(ref)
         sums = mirror.sums(revision) if revision else None
-        if sums is not None:  # published by an earlier batch or run: nobody goes to the origin
-            return dict(result, revision=revision, manifest=sums, seeded_from="mirror")
+        pins = _source_pins(store, module, revision, sums) if sums is not None else None
+        if pins is not None:  # published by an earlier batch or run: taken from the mirror, checked against the pins
+            return _seed_from_mirror(store, module, mirror, revision, sums, pins, ref, result)
         placed = PLACE[model["kind"]](store, module)
         revision, result["changed"], result["seeded_from"] = placed["revision"], placed["changed"], "origin"
         result.update(dict((key, placed[key]) for key in ("weight_bytes", "total_bytes", "fit") if key in placed))
@@ -873,6 +926,85 @@ def seed_mirror(store, module):
         result["uploaded_bytes"] = mirror.publish(os.path.join(store.dir, revision), revision, record["files"], ref)
     published = dict((name, entry["sha256"]) for name, entry in record["files"].items())
     return dict(result, revision=revision, manifest=published)
+
+
+def _source_pins(store, module, revision, sums):
+    """What the source itself says the files of revision are ({file: {sha256 or git_sha1[, size]}}), to check a
+    mirror's copy against: the operator's sha256, the origin's SHA256SUMS (a small file), the hub's per-file
+    checksums at the commit. None when the source pins only an archive: the seeder then places from the origin and
+    compares the mirror with what it verified. A mirror's file set or sha256 that differs is refused, naming the
+    mirror."""
+    model = store.model
+    if model["kind"] == "hf":
+        _huggingface_hub, api, _token = _hub_client(store, module)
+        commit, pins = _hub_pins(model, api, revision)
+        if commit != revision:
+            raise ModelStoreError("vllm_model_models (%s).mirror: revision %s is not a commit of %s on %s (the hub "
+                                  "resolves it to %s); delete it from the mirror and re-run"
+                                  % (model["name"], revision, model["location"], api.endpoint, commit))
+    elif model["kind"] == "http":
+        pins = dict((name, {"sha256": digest}) for name, digest in _http_checksums(
+            model, module.params["ca_bundle"]).items())
+    else:
+        return None
+    _mirror_agrees(model, revision, sums, pins)
+    return pins
+
+
+def _mirror_agrees(model, revision, sums, pins):
+    """Refuse a mirror's {file: sha256} for revision (its SHA256SUMS, or the seeder's result) that differs from the
+    source's pins: other files, or other sha256 where the source pins one."""
+    sums = dict((name, digest.lower()) for name, digest in sums.items())
+    differ = sorted(name for name in set(sums) | set(pins) if name not in sums or name not in pins
+                    or (pins[name].get("sha256") and pins[name]["sha256"].lower() != sums[name]))
+    if differ:
+        mirror = "%s/%s/%s" % (model["mirror"], model["name"], revision)
+        raise ModelStoreError(
+            "vllm_model_models (%s).mirror: %s/ disagrees with the checksums the source pins (got differences in %s); "
+            "the mirror is a cache and only a seeder writes it: check who may write it, delete %s/ and re-run"
+            % (model["name"], mirror, ", ".join(store_rules.shown(name) for name in differ[:5]), mirror))
+
+
+def _operator_pins(model, params):
+    """The pins every host holds without asking anyone: the operator's sha256 (a file list), the controller's
+    manifest (a controller source). None for the others."""
+    if model["kind"] == "http" and model.get("sha256"):
+        return dict((name, {"sha256": digest.lower()}) for name, digest in model["sha256"].items())
+    if model["kind"] == "controller" and params.get("manifest"):
+        return dict((name, {"sha256": entry["sha256"]}) for name, entry in params["manifest"].items())
+    return None
+
+
+def _seed_from_mirror(store, module, mirror, revision, sums, pins, ref, result):
+    """The seeder places the mirror's revision itself, every file verified against the source's pins (a hub file
+    outside LFS by its git object id), and hands on what it verified."""
+    expected = dict((name, dict(pins[name], sha256=pins[name].get("sha256") or sums[name])) for name in pins)
+    placed = _place_from_mirror(store, module, mirror, revision, expected, ref)
+    result = dict(result, revision=revision, changed=placed["changed"], seeded_from="mirror")
+    result.update(dict((key, placed[key]) for key in ("weight_bytes", "total_bytes", "fit") if key in placed))
+    record = store.state["revisions"].get(revision)
+    verified = dict((name, entry["sha256"]) for name, entry in record["files"].items()) if record else sums
+    return dict(result, manifest=verified)
+
+
+def _place_from_mirror(store, module, mirror, revision, expected, ref):
+    """Place revision from the mirror, each file verified against expected ({file: {sha256 and/or git_sha1}}); a
+    file that does not verify is refused naming the mirror, the previous revision kept."""
+    model = store.model
+    files = dict((name, {"sha256": entry.get("sha256"), "size": mirror.size(revision, name)})
+                 for name, entry in expected.items())
+    record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()),
+                     extra={"via": mirror.url(revision)})
+
+    def download(staging):
+        for name in sorted(files):
+            mirror.download(revision, name, _staged_file(staging, name))
+
+    try:
+        return store.fetch(revision, record, expected, download, {"changed": False})
+    except ModelStoreError as error:
+        raise ModelStoreError("vllm_model_models (%s).mirror: %s/ does not verify: %s" % (
+            model["name"], mirror.url(revision), error))
 
 
 def seed_mirror_from_controller(module):
@@ -898,27 +1030,41 @@ def place_mirrored(store, module):
     """The revision the seeder published, from the mirror, verified against the seeder's checksums."""
     model, result = store.model, {"changed": False}
     revision, sums = module.params["mirror_revision"], module.params["mirror_manifest"]
+    _check_seeded(model, revision, sums)
     ref = _source_ref(model, module.params["manifest"])
     record = store.placed(revision)
     if record:
         return store.reuse(revision, record, result, ref=ref)
     if not sums:  # check mode on a fleet that has it nowhere yet: nothing was published to read
         return {"changed": True, "revision": revision}
+    pins = _operator_pins(model, module.params)
+    if pins is not None:  # what every host holds itself outranks what the seeder hands on
+        _mirror_agrees(model, revision, sums, pins)
     mirror = s3.Mirror(model, module.params["ca_bundle"])
-    files = dict((name, {"sha256": digest.lower(), "size": mirror.size(revision, name)})
-                 for name, digest in sums.items())
-    record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()),
-                     extra={"via": mirror.url(revision)})
+    return _place_from_mirror(store, module, mirror, revision, dict(
+        (name, {"sha256": digest.lower()}) for name, digest in sums.items()), ref)
 
-    def download(staging):
-        for name in sorted(files):
-            mirror.download(revision, name, _staged_file(staging, name))
 
-    return store.fetch(revision, record, files, download, result)
+def _check_seeded(model, revision, sums):
+    """The seeder's result, handed to this host: a revision of the source's kind and {file: sha256} with file names
+    inside the model directory. It names paths in this host's store, so it is checked like any outside input."""
+    origin = "vllm_model_models (%s).mirror: the seeder's result" % model["name"]
+    advice = "the revision and files a seeder hands on come from the mirror; check who may write it"
+    store_rules.check_revision(revision, model["kind"], origin, advice)
+    store_rules.check_file_names(sums or {}, origin, advice)
+    for name, digest in (sums or {}).items():
+        if not store_rules.is_sha256(digest):
+            raise ModelStoreError("%s: %s has no sha256 (got %s); %s" % (origin, name, store_rules.shown(digest), advice))
+
+
+def _check_manifest_param(model, manifest):
+    """A controller source's manifest (action manifest's result): names inside the model directory."""
+    store_rules.check_file_names(manifest or {}, "%s: manifest" % model["name"], "compute it with action manifest")
 
 
 def plan_controller(store, module):
     model, manifest = store.model, module.params["manifest"] or {}
+    _check_manifest_param(model, manifest)
     if not manifest:
         raise ModelStoreError("%s: action plan needs the manifest computed on the controller" % model["name"])
     revision = model["revision"] or store_rules.manifest_revision(manifest)
@@ -939,12 +1085,16 @@ def plan_controller(store, module):
 
 def place_controller(store, module):
     model, manifest = store.model, module.params["manifest"] or {}
+    _check_manifest_param(model, manifest)
     revision = model["revision"] or store_rules.manifest_revision(manifest)
     result = {"changed": False}
     record = store.placed(revision)
     if record:
         return store.reuse(revision, record, result)
     staged = module.params["staged"]
+    if os.path.normpath(staged or "") != store.staging(revision):
+        raise ModelStoreError("%s: staged must be the staging directory action plan created (got %s, expected %s)"
+                              % (model["name"], store_rules.shown(staged), store.staging(revision)))
     record = _record(model, revision, revision, dict(
         (name, {"sha256": entry["sha256"], "size": entry["size"]}) for name, entry in manifest.items()))
     _announced(result, record)
@@ -965,6 +1115,7 @@ def place_controller(store, module):
 def activate(store, module):
     """Make a revision the store holds intact current again; nothing is fetched, verified again or pruned."""
     revision = module.params["revision"]
+    store.revision_path(revision)
     record = store.placed(revision)
     if record is None:
         raise ModelStoreError(
@@ -992,15 +1143,24 @@ def run(module):
     for key in ("store", "name"):
         if not module.params[key]:
             raise ModelStoreError("action %s needs %s" % (action, key))
-    store = Store(module)
+    if action == "status":  # read-only: it reads the record, under no lock
+        store = Store(module)
+        if not store.model["mirror"]:
+            raise ModelStoreError("action status needs a model with a mirror")
+        return model_status(store, module)
+    name = store_rules.check_model_name(module.params["name"], "name")
+    with store_rules.ModelLock(module.params["store"], name, module.check_mode):
+        return _locked(Store(module), module, action)
+
+
+def _locked(store, module, action):
+    """What an action does to the store, under the model's lock."""
     if action == "activate":
         return activate(store, module)
-    if action in ("seed", "status") and not store.model["mirror"]:
-        raise ModelStoreError("action %s needs a model with a mirror" % action)
+    if action == "seed" and not store.model["mirror"]:
+        raise ModelStoreError("action seed needs a model with a mirror")
     if action == "plan":
         return plan_controller(store, module)
-    if action == "status":
-        return model_status(store, module)
     if action == "seed":
         return seed_mirror(store, module)
     if module.params["mirror_revision"]:
@@ -1035,6 +1195,7 @@ def main():
             "workers": {"type": "int", "default": 4},
             "ca_bundle": {"type": "path"},
             "fit": {"type": "dict"},
+            "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "mirror": {"type": "str"},
             "mirror_revision": {"type": "str"},
             "mirror_manifest": {"type": "dict"},

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tarfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ import pytest
 import harness
 from harness import NATIVE, REPO_ROOT, Container, playbook_command, run_playbook
 
+from stand_ins.hub_server import HubProcess
 from stand_ins.s3_origin import REGION, S3Origin
 from stand_ins.tiny_model import write_tiny_model
 
@@ -48,29 +48,8 @@ def _free_port():
         return probe.getsockname()[1]
 
 
-class Hub:
+class Hub(HubProcess):
     """The hub stand-in as a process the tests start and stop."""
-
-    def __init__(self, root):
-        self.root = root
-        self.port = _free_port()
-        self.endpoint = "http://127.0.0.1:%d" % self.port
-        self.process = None
-
-    def start(self):
-        self.process = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "stand_ins" / "hub_server.py"),
-                                         str(self.root), str(self.port)], stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout.readline().strip() == "ready"
-
-    def stop(self):
-        if self.process:
-            self.process.terminate()
-            self.process.wait(10)
-            self.process = None
-
-    def bytes_served(self):
-        with urllib.request.urlopen(self.endpoint + "/_stand_in/bytes-served", timeout=10) as response:
-            return json.loads(response.read())["bytes"]
 
     def file(self, ref, name):
         return self.root / "org" / "tiny" / COMMITS[ref] / name

@@ -14,6 +14,12 @@ computed once at start-up, as the hub stores it at push time, and bytes are read
 a file changed on disk after start-up is served with the old sha256 announced, which is how the tests
 produce a corrupted download. GET /_stand_in/bytes-served answers how many file bytes it has sent, so a test
 can count the origin's traffic. Usage: python hub_server.py ROOT PORT (binds 127.0.0.1; prints "ready").
+
+A hostile hub, for the tests that prove the collection refuses one: a file answer.json in a repository's
+directory ({"<ref>": {"sha": "<any string>", "unchecked": ["<file>", ...]}}) makes the model info for that
+ref announce that sha (a refs.json entry with the same string lets its files be downloaded too) and list the
+files named under "unchecked" without any checksum (no LFS sha256, no blob id).
+HubProcess runs the stand-in from a test.
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ import hashlib
 import json
 import os
 import re
+import socket
+import subprocess
 import sys
 import threading
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
@@ -58,8 +67,10 @@ def load_repositories(root):
                         relative = os.path.relpath(path, base)
                         files[relative] = _file_metadata(path, relative)
                 commits[commit] = {"base": base, "files": files}
+            answer = os.path.join(directory, "answer.json")
             repositories["%s/%s" % (org, name)] = {
                 "refs": refs, "commits": commits,
+                "answers": json.load(open(answer)) if os.path.exists(answer) else {},
                 "token": json.load(open(gated))["token"] if os.path.exists(gated) else None}
     return repositories
 
@@ -109,9 +120,13 @@ class HubHandler(BaseHTTPRequestHandler):
         self._dispatch()
 
     def _dispatch(self):
-        path = unquote(urlsplit(self.path).path)
+        raw = urlsplit(self.path).path
+        path = unquote(raw)
         info = re.match(r"^/api/models/([^/]+/[^/]+)/revision/(.+)$", path)
-        resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+        # Matched before unquoting, as the hub does: the client quotes a revision's '/' as %2F.
+        resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", raw)
+        if resolve:
+            resolve = [unquote(part) for part in resolve.groups()]
         if path == "/_stand_in/bytes-served":
             body = json.dumps({"bytes": self.served[0]}).encode()
             self.send_response(200)
@@ -121,7 +136,7 @@ class HubHandler(BaseHTTPRequestHandler):
         elif info and self.command == "GET":
             self._model_info(info.group(1), info.group(2))
         elif resolve:
-            self._resolve(resolve.group(1), resolve.group(2), resolve.group(3))
+            self._resolve(*resolve)
         else:
             self._error(404, "EntryNotFound", "no route %s" % path)
 
@@ -130,9 +145,13 @@ class HubHandler(BaseHTTPRequestHandler):
         commit = repository and self._commit(repository, revision)
         if not commit:
             return
-        body = json.dumps({"id": repo_id, "modelId": repo_id, "sha": commit, "private": False,
+        answer = repository["answers"].get(revision, {})
+        siblings = [dict((key, value) for key, value in entry.items()
+                         if entry["rfilename"] not in answer.get("unchecked", ()) or key not in ("lfs", "blobId"))
+                    for entry in repository["commits"][commit]["files"].values()]
+        body = json.dumps({"id": repo_id, "modelId": repo_id, "sha": answer.get("sha", commit), "private": False,
                            "gated": bool(repository["token"]), "disabled": False, "downloads": 0, "likes": 0,
-                           "tags": [], "siblings": list(repository["commits"][commit]["files"].values())}).encode()
+                           "tags": [], "siblings": siblings}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -167,6 +186,34 @@ class HubHandler(BaseHTTPRequestHandler):
             self.wfile.write(data[start:])
             with self.served_lock:
                 self.served[0] += len(data) - start
+
+
+class HubProcess:
+    """The stand-in as a process a test starts and stops, on a free port of 127.0.0.1."""
+
+    def __init__(self, root):
+        self.root = root
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.process = None
+
+    def start(self):
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(self.root), str(self.port)],
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().strip() == "ready"
+        return self
+
+    def stop(self):
+        if self.process:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+    def bytes_served(self):
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/bytes-served", timeout=10) as response:
+            return json.loads(response.read())["bytes"]
 
 
 def main(root, port):

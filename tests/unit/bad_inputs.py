@@ -125,6 +125,7 @@ CASES = [
     ({"vllm_model_store": "/var"}, "vllm_model_store"),
     ({"vllm_model_keep": 0}, "vllm_model_keep"),
     ({"vllm_model_min_free_disk_gib": -1}, "vllm_model_min_free_disk_gib"),
+    ({"vllm_model_verify": "sometimes"}, "vllm_model_verify"),
     ({"vllm_model_ca_bundle": "/nonexistent/proxy-ca.pem"}, "vllm_model_ca_bundle"),
     ({"vllm_model_models": [dict(S3_MODEL, source="s3://Models_1/tiny")]}, "vllm_model_models[0] (tiny).source"),
     ({"vllm_model_models": [dict(S3_MODEL, source="s3://models/a/../tiny")]}, "vllm_model_models[0] (tiny).source"),
@@ -150,6 +151,9 @@ CASES = [
     # An archive's checksum is its own: a sha256 naming the files inside is refused.
     ({"vllm_model_models": [{"name": "tiny", "source": "https://models.example/tiny.tar.gz",
                              "sha256": {"config.json": "a" * 64}}]}, "vllm_model_models[0] (tiny).sha256"),
+    # Credentials in a source URL: refused, and never repeated.
+    ({"vllm_model_models": [{"name": "tiny", "source": "https://ops:%s@models.example/tiny/" % SECRET,
+                             "sha256sums": "SHA256SUMS"}]}, "vllm_model_models[0] (tiny).source"),
     ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),

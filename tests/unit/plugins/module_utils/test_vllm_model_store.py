@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -306,6 +307,66 @@ def test_current_that_is_a_directory_is_refused(tmp_path):
         rules.current_revision(str(tmp_path))
 
 
+@pytest.mark.parametrize("state, words", [
+    ({"refs": {"main": "../../escape"}}, "ref main: not a revision label"),
+    ({"revisions": {"../x": {"revision": "../x", "kind": "http", "files": {}}}}, "revision: not a revision label"),
+    ({"revisions": {"v1": {"revision": "v1", "kind": "hf", "files": {}}}}, "revision: not a hub commit"),
+    ({"revisions": {"v1": {"revision": "v2", "kind": "http", "files": {}}}}, "the record of v1 is not"),
+    ({"revisions": {"v1": {"revision": "v1", "kind": "http", "files": {"../../etc/x": {}}}}}, "got ../../etc/x"),
+    ([], "is not a state record"),
+])
+def test_a_state_file_naming_paths_is_refused(tmp_path, state, words):
+    (tmp_path / ".state.json").write_text(json.dumps(state))
+    with pytest.raises(rules.ModelStoreError) as error:
+        rules.read_state(str(tmp_path))
+    assert words in str(error.value) and "move it away and re-run" in str(error.value)
+
+
+def test_current_pointing_out_of_the_model_directory_is_refused(tmp_path):
+    os.symlink("../elsewhere", tmp_path / "current")
+    with pytest.raises(rules.ModelStoreError, match="not at a revision of the store"):
+        rules.current_revision(str(tmp_path))
+    with pytest.raises(rules.ModelStoreError, match="refusing to write or remove"):
+        rules.switch_current(str(tmp_path), "../elsewhere")
+
+
+@pytest.mark.parametrize("entry", ["../x", "..", ".", "", "a/b", "x\x00"])
+def test_the_store_writes_and_removes_single_entries_of_the_model_directory_only(tmp_path, entry):
+    (tmp_path / "x").mkdir()
+    with pytest.raises(rules.ModelStoreError):
+        rules.remove_entry(str(tmp_path / "model"), entry)
+    assert (tmp_path / "x").is_dir()
+
+
+def test_a_link_out_is_removed_as_a_link_and_refused_as_a_directory(tmp_path):
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "keep").write_text("x")
+    (tmp_path / "model").mkdir()
+    os.symlink(str(tmp_path / "outside"), tmp_path / "model" / "link")
+    with pytest.raises(rules.ModelStoreError, match="outside"):
+        rules.check_inside(str(tmp_path / "model"), str(tmp_path / "model" / "link"))
+    rules.remove_entry(str(tmp_path / "model"), "link")
+    assert (tmp_path / "outside" / "keep").exists() and not os.path.lexists(tmp_path / "model" / "link")
+
+
+@pytest.mark.parametrize("name, good", [
+    ("config.json", True), ("sub/model.safetensors", True), (".gitattributes", True),
+    ("../x", False), ("/etc/passwd", False), ("a//b", False), ("./a", False), ("a/./b", False), ("a/..", False),
+    ("a\x00b", False), ("a\nb", False), ("x" * 256, False), ("a/" * 600 + "b", False), ("", False), (None, False),
+])
+def test_file_names_from_outside_are_relative_and_normalised(name, good):
+    assert rules.is_file_name(name) is good
+
+
+@pytest.mark.parametrize("value, kind, good", [
+    (COMMIT, "hf", True), (COMMIT.upper(), "hf", False), ("main", "hf", False), ("../" + COMMIT[3:], "hf", False),
+    ("v1.0", None, True), ("sha256-0123456789abcdef", "http", True), ("../x", None, False), ("a/b", None, False),
+    (".hidden", None, False), ("a..b", None, False), ("x" * 65, None, False), (None, None, False),
+])
+def test_revisions_from_outside_are_commits_or_strict_labels(value, kind, good):
+    assert rules.is_revision(value, kind) is good
+
+
 def test_intact_checks_recorded_sizes_and_leftovers_finds_partial_work(tmp_path):
     files = _model_dir(tmp_path / "r1", {"model.safetensors": b"12345"})
     record = {"files": files}
@@ -314,9 +375,18 @@ def test_intact_checks_recorded_sizes_and_leftovers_finds_partial_work(tmp_path)
     assert not rules.intact(str(tmp_path), "r1", record)
     assert not rules.intact(str(tmp_path), "r9", record)
     (tmp_path / ".staging-r2").mkdir()
-    (tmp_path / "orphan").mkdir()
+    (tmp_path / "orphan").mkdir()  # not named as the store names revisions: the operator's, left alone
+    (tmp_path / "sha256-0123456789abcdef").mkdir()
+    (tmp_path / COMMIT).mkdir()
     os.symlink("r1", tmp_path / "current")
-    assert rules.leftovers(str(tmp_path), _state(("r1", 1))) == [".staging-r2", "orphan"]
+    assert rules.leftovers(str(tmp_path), _state(("r1", 1))) == [".staging-r2", COMMIT, "sha256-0123456789abcdef"]
+    # Never current's target, nor the revision current before the last switch.
+    os.unlink(tmp_path / "current")
+    os.symlink(COMMIT, tmp_path / "current")
+    state = dict(_state(("r1", 1)), history=[{"revision": COMMIT, "previous": "sha256-0123456789abcdef"}])
+    assert rules.leftovers(str(tmp_path), state) == [".staging-r2"]
+    # No state file found by the run: staging only.
+    assert rules.leftovers(str(tmp_path), _state(("r1", 1)), recorded=False) == [".staging-r2"]
 
 
 def test_placed_fact_has_the_shape_vllm_serve_reads():
@@ -337,3 +407,26 @@ def test_serving_layouts_are_the_instances_that_name_the_model():
     assert rules.serving_layouts("later", instances, serve_model="tiny") == [
         {"variable": "vllm_model_models (later)", "tensor_parallel_size": None, "instances": 1}]
     assert rules.serving_layouts("later", None) == rules.serving_layouts("later", [])
+
+
+@pytest.mark.parametrize("key, model", [
+    ("source", {"name": "w", "source": "https://user:hunter2secret@models.example/tiny/", "sha256sums": "SHA256SUMS"}),
+    ("source", {"name": "w", "source": "https://user:hunter2secret@models.example/tiny.tar.gz", "sha256sums": "S"}),
+    ("endpoint", dict(HUB, name="w", endpoint="https://user:hunter2secret@hf-mirror.example")),
+    ("sha256sums", {"name": "w", "source": "https://models.example/tiny/",
+                    "sha256sums": "https://user:hunter2secret@models.example/SHA256SUMS"}),
+    ("endpoint_url", {"name": "w", "source": "s3://models/tiny", "sha256sums": "S",
+                      "endpoint_url": "https://key:hunter2secret@minio.example:9000"}),
+])
+def test_credentials_in_a_url_are_refused_and_never_shown(key, model):
+    message = refused(model)
+    assert message.startswith("vllm_model_models[0] (w).%s: carries credentials in the URL" % key), message
+    assert "hunter2secret" not in message and "user" not in message.partition("(got ")[2].partition(")")[0]
+
+
+def test_urls_are_redacted_for_messages_and_the_state_file():
+    assert rules.redact_url("https://u:p@h.example:8443/a/b.tar.gz?X-Amz-Signature=s#f") == \
+        "https://h.example:8443/a/b.tar.gz?(redacted)"
+    assert rules.redact_url("https://h.example/a/") == "https://h.example/a/"
+    assert rules.redact_url("config.json") == "config.json"
+    assert rules.shown("https://h.example/m.zip?sig=secret") == "https://h.example/m.zip?(redacted)"

@@ -99,3 +99,28 @@ def test_activate_needs_a_revision_and_a_valid_name(capsys, tmp_path):
     assert refused["failed"] and refused["msg"].startswith("name: must be 1-64 letters")
     # Every other action still needs a source.
     assert "source" in run_module(capsys, action="place", store=store, name="tiny")["msg"]
+
+
+def test_a_lost_state_file_never_deletes_what_is_serving_or_what_the_operator_put_there(capsys, tmp_path):
+    """The state file gone (a restore, a hand clean-up): placing a new revision keeps every revision (nothing says
+    which one a server not restarted yet still serves) and what the operator put beside, and removes only staging
+    leftovers. With the record back, only the store's own unrecorded revisions go, never current's target or the
+    revision current before it."""
+    first, second = (place(capsys, tmp_path, seed=seed, keep=1)["revision"] for seed in (1, 2))
+    model_dir = tmp_path / "store" / "tiny"
+    (model_dir / ".state.json").unlink()
+    (model_dir / "notes.txt").write_text("the operator's")
+    (model_dir / "backup").mkdir()
+    (model_dir / ".staging-sha256-0000000000000000").mkdir()  # an interrupted run's
+    (model_dir / ("f" * 40)).mkdir()  # a revision of an interrupted run, named as the store names them
+    third = place(capsys, tmp_path, seed=3, keep=1)
+    assert third.get("failed") is not True, third
+    assert current(tmp_path) == third["revision"] and third["placed"]["previous_revision"] == second
+    assert sorted(os.listdir(model_dir)) == sorted([".state.json", "backup", "current", "notes.txt", "f" * 40,
+                                                    first, second, third["revision"]])
+    # The next run has a record: the unrecorded revision named as the store names them goes; the one current before
+    # (second, still in the record's history) and the operator's entries stay.
+    again = place(capsys, tmp_path, seed=3, keep=1)
+    assert again.get("failed") is not True and again["changed"], again
+    assert sorted(os.listdir(model_dir)) == sorted([".state.json", "backup", "current", "notes.txt", second,
+                                                    third["revision"]])

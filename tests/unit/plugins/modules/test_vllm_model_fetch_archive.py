@@ -67,7 +67,8 @@ def test_an_archive_is_placed_file_by_file_and_a_rerun_asks_nothing(capsys, orig
     record = rules.read_state(str(model_dir))["revisions"][revision]
     for name in ("config.json", "model.safetensors", "tokenizer_config.json"):
         data = (tmp_path / "v1" / name).read_bytes()
-        assert record["files"][name] == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        assert dict(record["files"][name], mtime_ns=0, ino=0) == {"sha256": hashlib.sha256(data).hexdigest(),
+                                                                  "size": len(data), "mtime_ns": 0, "ino": 0}
     assert sorted(record["files"]) == sorted(os.listdir(tmp_path / "v1"))
     assert placed["total_bytes"] == sum(entry["size"] for entry in record["files"].values())
     assert sorted(os.listdir(model_dir)) == [".state.json", "current", revision]
@@ -134,3 +135,21 @@ def test_members_too_large_for_the_host_are_refused_before_extraction(capsys, or
     files = sum(os.path.getsize(os.path.join(heavy, name)) for name in os.listdir(heavy))
     assert "needs %d bytes" % files in refused["msg"]
     assert os.listdir(tmp_path / "store" / "tiny") == []
+
+
+def test_a_presigned_query_is_never_printed_nor_stored(capsys, origin):
+    """A presigned URL's query is a credential: the origin gets it, the state file and the error messages do not."""
+    web, server, tmp_path = origin
+    secret = "X-Amz-Signature=0123456789abcdef&X-Amz-Credential=AKIAEXAMPLE"
+    digest = hashlib.sha256((web / "v1.tar.gz").read_bytes()).hexdigest()
+    common = dict(_common(tmp_path), sha256sums=None, sha256={"v1.tar.gz": digest})
+    placed = run_module(capsys, source=server.url + "/v1.tar.gz?" + secret, **common)
+    assert placed.get("failed") is not True, placed
+    assert ("GET", "/v1.tar.gz?" + secret) in server.requests
+    state = (tmp_path / "store" / "tiny" / ".state.json").read_text()
+    assert "X-Amz" not in state and server.url + "/v1.tar.gz?(redacted)" in state
+    refused = run_module(capsys, source=server.url + "/missing.tar.gz?" + secret,
+                         **dict(common, sha256={"missing.tar.gz": digest}))
+    assert refused["failed"] and "X-Amz" not in refused["msg"], refused
+    assert refused["msg"].startswith("vllm_model_models (tiny).source: %s/missing.tar.gz?(redacted) cannot be fetched "
+                                     "(got HTTPError: " % server.url), refused["msg"]
