@@ -175,6 +175,31 @@ def instance_problems(units, settings):
     return problems
 
 
+def _integer(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def limit_problems(settings):
+    """Limits against each other (input_rules checks each one's floor): one source cannot take every
+    slot of the public listener, and the client timeout is the short one."""
+    found = []
+    per_source, slots = _integer(settings.get("connections_per_source")), _integer(settings.get("max_connections"))
+    if per_source is not None and slots is not None and per_source > slots:
+        found.append(_problem("vllm_gateway_connections_per_source", "is more than vllm_gateway_max_connections "
+                              "(%s), so one address could hold every connection slot" % slots, per_source,
+                              "keep it well below vllm_gateway_max_connections"))
+    client, server = _integer(settings.get("client_timeout")), _integer(settings.get("timeout"))
+    if client is not None and server is not None and client > server:
+        found.append(_problem("vllm_gateway_client_timeout", "is longer than vllm_gateway_timeout (%s s); a client "
+                              "that stays silent (a handshake never finished, an idle connection) would hold its "
+                              "slot longer than a silent generation" % server, client,
+                              "keep it short (tens of seconds); vllm_gateway_timeout covers silent generations"))
+    return found
+
+
 def problems(settings, units, controller_exists=None):
     """Every problem with the gateway's variables, as (variable, one-line message) pairs."""
     if not settings.get("enabled"):
@@ -184,11 +209,13 @@ def problems(settings, units, controller_exists=None):
     found += route_problems(settings.get("routes"))
     found += tls_problems(settings.get("tls_certificate"), settings.get("tls_key"), settings.get("tls_source"),
                           controller_exists)
-    try:
-        ipaddress.ip_address(str(settings.get("address")))
-    except ValueError:
-        found.append(_problem("vllm_gateway_address", "is not an IP address", settings.get("address"),
-                              "use 0.0.0.0 for every IPv4 address, :: for every address, or one of the host's"))
+    for name in ("address", "metrics_address"):
+        try:
+            ipaddress.ip_address(str(settings.get(name)))
+        except ValueError:
+            found.append(_problem("vllm_gateway_" + name, "is not an IP address", settings.get(name),
+                                  "use 0.0.0.0 for every IPv4 address, :: for every address, or one of the host's"))
+    found += limit_problems(settings)
     found += instance_problems(units or [], settings)
     return found
 
@@ -214,17 +241,23 @@ def gateway_config(endpoints, settings):
                         "model": endpoint.get("model", ""), "metrics_path": METRICS_PATH % endpoint["name"]})
     return {
         "public_bind": _listen(settings["address"], int(settings["port"])),
-        "metrics_bind": _listen(settings["address"], int(settings["metrics_port"])),
+        "metrics_bind": _listen(settings.get("metrics_address") or settings["address"], int(settings["metrics_port"])),
         "metrics_allow": [str(ipaddress.ip_network(str(network), strict=False))
                           for network in settings.get("metrics_allow") or []],
         "servers": servers,
         "max_request_bytes": int(settings["max_request_mib"]) * 1024 * 1024,
         "rate_limit_per_minute": int(settings["rate_limit_per_minute"]),
         "timeout": int(settings["timeout"]),
+        "client_timeout": int(settings["client_timeout"]),
+        "header_timeout": int(settings["header_timeout"]),
         "max_connections": int(settings["max_connections"]),
+        "connections_per_source": int(settings["connections_per_source"]),
+        "metrics_max_connections": int(settings["metrics_max_connections"]),
+        # Both listeners' slots: neither can take the other's (each frontend has its own maxconn).
+        "total_connections": int(settings["max_connections"]) + int(settings["metrics_max_connections"]),
         "health_route": HEALTH_ROUTE,
         # Each proxied connection holds two descriptors (client and server), plus listeners, checks and logs.
-        "limit_nofile": 2 * int(settings["max_connections"]) + 1024,
+        "limit_nofile": 2 * (int(settings["max_connections"]) + int(settings["metrics_max_connections"])) + 1024,
     }
 
 

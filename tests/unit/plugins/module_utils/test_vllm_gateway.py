@@ -11,7 +11,8 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve impo
 SETTINGS = {"enabled": True, "address": "0.0.0.0", "port": 8443, "metrics_port": 9180, "metrics_allow": ["10.1.2.3/8"],
             "api_keys": [{"name": "ops", "key": "k" * 32}], "tls_certificate": "", "tls_key": "",
             "tls_source": "controller", "routes": ["/v1/chat/completions", "/v1/models"], "rate_limit_per_minute": 600,
-            "max_request_mib": 16, "timeout": 600, "max_connections": 4096}
+            "max_request_mib": 16, "timeout": 600, "max_connections": 4096, "client_timeout": 30, "header_timeout": 10,
+            "connections_per_source": 64, "metrics_address": "0.0.0.0", "metrics_max_connections": 64}
 # Llama 3.1 8B's published file list, as vllm_model_info reads it on a host.
 MODEL = {"model": "/srv/models/llama", "model_info": {
     "models": {"/srv/models/llama": model_samples.summary("llama-3.1-8b-bf16", "/srv/models/llama")}, "errors": {}}}
@@ -45,6 +46,25 @@ def test_the_configuration_lists_every_instance_vllm_serve_wrote(altra):
     as_strings = vllm_gateway.gateway_config(endpoints, dict(SETTINGS, port="9443", max_request_mib="2"))
     assert as_strings["public_bind"] == "0.0.0.0:9443" and as_strings["max_request_bytes"] == 2 * 1024 * 1024
     assert vllm_gateway.gateway_config(endpoints, dict(SETTINGS, address="::"))["public_bind"] == "[::]:8443"
+
+
+def test_each_listener_has_its_own_slots_and_address():
+    config = vllm_gateway.gateway_config([], dict(SETTINGS, metrics_address="127.0.0.1", metrics_max_connections=8))
+    assert config["metrics_bind"] == "127.0.0.1:9180" and config["public_bind"] == "0.0.0.0:8443"
+    assert (config["max_connections"], config["metrics_max_connections"], config["total_connections"]) == (4096, 8, 4104)
+    assert (config["client_timeout"], config["header_timeout"], config["timeout"]) == (30, 10, 600)
+
+
+def test_limits_are_checked_against_each_other():
+    assert _messages({"connections_per_source": 5000}) == [
+        "vllm_gateway_connections_per_source: is more than vllm_gateway_max_connections (4096), so one address could "
+        "hold every connection slot (got 5000); keep it well below vllm_gateway_max_connections"]
+    assert _messages({"client_timeout": 900})[0].startswith(
+        "vllm_gateway_client_timeout: is longer than vllm_gateway_timeout (600 s)")
+    # Not numbers: input_rules' floors name them; the relation is not checked then.
+    assert _messages({"client_timeout": "soon", "connections_per_source": None}) == []
+    assert _messages({"metrics_address": "metrics.example"})[0].startswith(
+        "vllm_gateway_metrics_address: is not an IP address (got 'metrics.example')")
 
 
 def test_an_endpoint_without_an_http_address_is_refused():
