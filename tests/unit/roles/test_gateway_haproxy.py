@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import shutil
+import select
 import signal
 import socket
 import ssl
@@ -21,6 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
 import jinja2
 import pytest
 
@@ -327,3 +332,58 @@ def test_the_rate_limit_answers_429(gateway):
                 for _ in range(SETTINGS["rate_limit_per_minute"] + 2)]
     assert statuses[:SETTINGS["rate_limit_per_minute"]] == [200] * SETTINGS["rate_limit_per_minute"]
     assert statuses[-1] == 429, statuses
+
+
+def _send_over_http2(sock, path, total, seconds=30):
+    """A real HTTP/2 client (PyPI's h2) on a TLS connection that agreed on http/1.1: the preface, a POST
+    without content-length and up to `total` body bytes as fast as flow control lets. Returns the first
+    bytes the gateway answered and the body bytes sent."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    connection.initiate_connection()
+    connection.send_headers(1, [(":method", "POST"), (":path", path), (":scheme", "https"),
+                                (":authority", "gateway.test"), ("authorization", "Bearer " + KEY),
+                                ("content-type", "application/json")])
+    sock.sendall(connection.data_to_send())
+    answer, sent, chunk = b"", 0, b"x" * 16384
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if sock.pending() or select.select([sock], [], [], 0 if sent < total else 0.2)[0]:
+            try:
+                data = sock.recv(65536)
+            except (OSError, ssl.SSLError):
+                break
+            if not data:
+                break
+            answer += data[:4096] if len(answer) < 4096 else b""
+            try:
+                events = connection.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                break  # not HTTP/2: the gateway answered in HTTP/1
+            if any(isinstance(event, (h2.events.StreamReset, h2.events.StreamEnded, h2.events.ConnectionTerminated))
+                   for event in events):
+                break
+        elif sent < total:
+            size = min(len(chunk), total - sent, connection.local_flow_control_window(1))
+            if size <= 0:
+                select.select([sock], [], [], 0.2)
+                continue
+            connection.send_data(1, chunk[:size], end_stream=sent + size == total)
+            sent += size
+        else:
+            continue
+        try:
+            sock.sendall(connection.data_to_send())
+        except OSError:
+            break
+    return answer, sent
+
+
+def test_the_http2_preface_is_refused_and_a_body_without_length_never_reaches_vllm(gateway):
+    limit = SETTINGS["max_request_mib"] * 1024 * 1024
+    with gateway.tls(source="127.0.0.22") as sock:
+        assert sock.selected_alpn_protocol() == "http/1.1"
+        answer, sent = _send_over_http2(sock, "/v1/completions?probe=h2", 64 * 1024 * 1024)
+    reached = sum(record["body_bytes"] for record in gateway.upstream_requests("probe=h2"))
+    assert reached < limit, "%d body bytes reached vLLM over HTTP/2 (%d sent)" % (reached, sent)
+    assert gateway.upstream_requests("probe=h2") == []
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:100]
