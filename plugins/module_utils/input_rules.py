@@ -654,6 +654,8 @@ def serve_settings(variables, **rendering):
         "api_key_configured": bool(variables.get("vllm_serve_api_key") or variables.get("vllm_serve_api_key_file")),
         "api_key_transport": variables.get("vllm_serve_api_key_transport"),
         "allow_unauthenticated": variables.get("vllm_serve_allow_unauthenticated_remote"),
+        "ip_address_allow": variables.get("vllm_serve_ip_address_allow", ["localhost"]),
+        "allowed_media_domains": variables.get("vllm_serve_allowed_media_domains", []),
     }
     settings.update(rendering)
     return settings
@@ -785,7 +787,8 @@ SERVE_UNITS_READS = ("vllm_serve_instances, vllm_serve_model, vllm_serve_served_
                      "vllm_serve_block_size, vllm_serve_extra_args, vllm_serve_environment, vllm_serve_reserved_cpus_per_rank, "
                      "vllm_serve_kv_cache_min_gib, vllm_serve_memory_headroom_gib, vllm_serve_offline, "
                      "vllm_serve_trust_remote_code, vllm_serve_api_key, vllm_serve_api_key_file, vllm_serve_api_key_transport, "
-                     "vllm_serve_allow_unauthenticated_remote, vllm_model_models (the models it may name)")
+                     "vllm_serve_allow_unauthenticated_remote, vllm_serve_ip_address_allow, vllm_serve_allowed_media_domains, "
+                     "vllm_model_models (the models it may name)")
 
 # role -> [(rule function, variables it reads, what it demands)]
 RULES = {

@@ -195,6 +195,9 @@ CASES = [
     ({"vllm_serve_max_num_seqs": 0}, "vllm_serve_max_num_seqs"),
     ({"vllm_serve_block_size": 0}, "vllm_serve_block_size"),
     ({"vllm_serve_offline": "sometimes"}, "vllm_serve_offline"),
+    ({"vllm_serve_ip_address_allow": ["localhost", "intranet"]}, "vllm_serve_ip_address_allow[1]"),
+    ({"vllm_serve_ip_address_allow": []}, "vllm_serve_ip_address_allow"),
+    ({"vllm_serve_allowed_media_domains": ["http://169.254.169.254"]}, "vllm_serve_allowed_media_domains[0]"),
     ({"vllm_serve_trust_remote_code": "yes please"}, "vllm_serve_trust_remote_code"),
     # vllm_gateway
     ({"vllm_gateway_api_keys": []}, "vllm_gateway_api_keys"),
@@ -237,7 +240,8 @@ CASES = [
     ({"vllm_gateway_apt_cache_valid_time": "soon"}, "vllm_gateway_apt_cache_valid_time"),
     ({"vllm_gateway_address": "everywhere"}, "vllm_gateway_address"),
     ({"vllm_gateway_enabled": "maybe"}, "vllm_gateway_enabled"),
-    ({"vllm_serve_host": "0.0.0.0", "vllm_serve_api_key": SECRET}, "vllm_serve_host"),
+    ({"vllm_serve_host": "0.0.0.0", "vllm_serve_api_key": SECRET, "vllm_serve_ip_address_allow": ["any"]},
+     "vllm_serve_host"),
 ]
 
 

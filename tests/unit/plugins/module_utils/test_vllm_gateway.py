@@ -108,7 +108,7 @@ def test_a_certificate_needs_its_key_and_controller_files_must_exist():
 
 
 def test_ports_binds_and_models_are_checked_against_the_instances(altra):
-    units = _units(altra, [{"name": "a"}, {"name": "b", "served_model_name": "other"}], host="0.0.0.0",
+    units = _units(altra, [{"name": "a"}, {"name": "b", "served_model_name": "other"}], host="0.0.0.0", ip_address_allow=["any"],
                    api_key_configured=True)
     lines = _messages({"port": 8001}, units)
     assert "vllm_gateway_port: is the port of the vLLM instance b (got 8001); give the gateway and every instance " \
