@@ -733,7 +733,8 @@ def _version(text):
 GATEWAY_SETTINGS = ("enabled", "address", "port", "api_keys", "tls_certificate", "tls_key", "tls_source", "routes",
                     "metrics_address", "metrics_port", "metrics_allow", "metrics_max_connections",
                     "rate_limit_per_minute", "max_request_mib", "timeout", "client_timeout", "header_timeout",
-                    "max_connections", "connections_per_source")
+                    "max_connections", "connections_per_source", "concurrency_per_key", "failed_keys_per_minute",
+                    "peers_port", "file_sd_path", "metrics_target_host")
 
 
 def gateway_settings(variables):
@@ -759,6 +760,8 @@ def vllm_gateway_settings(variables, host):
     errors += _at_least(variables, "vllm_gateway_self_signed_days", 31, " (days: renewed with 30 left)")
     errors += _at_least(variables, "vllm_gateway_connections_per_source", 1)
     errors += _at_least(variables, "vllm_gateway_metrics_max_connections", 4)
+    errors += _at_least(variables, "vllm_gateway_concurrency_per_key", 0)
+    errors += _at_least(variables, "vllm_gateway_failed_keys_per_minute", 1)
     return errors + _at_least(variables, "vllm_gateway_max_connections", 16)
 
 
@@ -862,13 +865,16 @@ RULES = {
          "vllm_gateway_routes, vllm_gateway_metrics_address, vllm_gateway_metrics_port, vllm_gateway_metrics_allow, "
          "vllm_gateway_metrics_max_connections, vllm_gateway_rate_limit_per_minute, vllm_gateway_max_request_mib, "
          "vllm_gateway_timeout, vllm_gateway_client_timeout, vllm_gateway_header_timeout, vllm_gateway_max_connections, "
-         "vllm_gateway_connections_per_source, vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
+         "vllm_gateway_connections_per_source, vllm_gateway_concurrency_per_key, vllm_gateway_failed_keys_per_minute, "
+         "vllm_gateway_peers_port, vllm_gateway_file_sd_path, vllm_gateway_metrics_target_host, "
+         "vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
          "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
          "without spaces; both or neither of certificate and key (controller files exist); CIDR metrics networks; "
          "absolute routes, none of vLLM's private ones; ports that are not an instance's or each other's; instances "
          "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections (>= 4 on the "
-         "metrics listener, >= 1 per source and no more than the listener's); a client timeout no longer than the "
-         "response timeout; IP addresses for both listeners; a self-signed certificate valid > 30 days"),
+         "metrics listener, >= 1 per source and no more than the listener's, >= 0 requests in flight per key, >= 1 "
+         "failed key per source and minute); a client timeout no longer than the response timeout; IP addresses for "
+         "both listeners; a .json/.yml file_sd path without '..'; an IP or host name for Prometheus; a self-signed certificate valid > 30 days"),
         (vllm_gateway_packages, "vllm_gateway_enabled, vllm_gateway_apt_cache_valid_time",
          "when enabled: " + PACKAGES_DEMAND),
     ],

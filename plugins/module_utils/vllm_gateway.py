@@ -23,6 +23,8 @@ KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # and a header cannot carry control characters.
 KEY_TEXT = re.compile(r"^[\x21-\x7e]+$")
 KEY_MIN_LENGTH = 16
+# A host name Prometheus can resolve (inventory names with '_' included: /etc/hosts allows them).
+HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*$")
 ROUTE = re.compile(r"^/[A-Za-z0-9._~/-]*$")
 # vLLM routes that must never be public: metrics have their own listener, the rest leak the
 # tokenizer, server internals or control the engine.
@@ -149,14 +151,17 @@ def instance_problems(units, settings):
     """The gateway's ports against the instances', loopback binds, one model per host."""
     problems = []
     ports = {}
-    for key in ("port", "metrics_port"):
+    for key in ("port", "metrics_port", "peers_port"):
         try:
-            ports[tcp_port(settings.get(key), "vllm_gateway_" + key)] = "vllm_gateway_" + key
+            port = tcp_port(settings.get(key), "vllm_gateway_" + key)
         except ServeError as error:
             problems.append(("vllm_gateway_" + key, str(error)))
-    if settings.get("port") == settings.get("metrics_port"):
-        problems.append(_problem("vllm_gateway_metrics_port", "is the same port as vllm_gateway_port",
-                                 settings.get("metrics_port"), "give the metrics listener its own port"))
+            continue
+        if port in ports:
+            problems.append(_problem("vllm_gateway_" + key, "is the same port as %s" % ports[port], port,
+                                     "give each of the gateway's listeners its own port"))
+        else:
+            ports[port] = "vllm_gateway_" + key
     for unit in units:
         if unit["port"] in ports:
             problems.append(_problem(ports[unit["port"]], "is the port of the vLLM instance %s" % unit["name"],
@@ -173,6 +178,25 @@ def instance_problems(units, settings):
                                  "serve one model per host, or set vllm_gateway_enabled: false and route by model "
                                  "in your own proxy"))
     return problems
+
+
+def target_problems(file_sd_path, target_host):
+    """Where the file_sd file goes on the controller, and the address Prometheus is told to scrape."""
+    found = []
+    path = "" if file_sd_path is None else str(file_sd_path)
+    if path and (any(part == ".." for part in re.split(r"[\\/]", path)) or re.search(r"[\x00-\x1f\x7f]", path)
+                 or not re.search(r"\.(json|ya?ml)$", path)):
+        found.append(_problem("vllm_gateway_file_sd_path", "must be a .json, .yml or .yaml path without '..' or "
+                              "control characters (Prometheus reads only those)", path,
+                              "give an absolute path such as /etc/prometheus/targets/vllm.json, or \"\" for no file"))
+    host = "" if target_host is None else str(target_host)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not HOST_NAME.match(host):
+            found.append(_problem("vllm_gateway_metrics_target_host", "is neither an IP address nor a host name",
+                                  host, "give the address Prometheus reaches this host at, e.g. gw1.example.com"))
+    return found
 
 
 def _integer(value):
@@ -216,6 +240,8 @@ def problems(settings, units, controller_exists=None):
             found.append(_problem("vllm_gateway_" + name, "is not an IP address", settings.get(name),
                                   "use 0.0.0.0 for every IPv4 address, :: for every address, or one of the host's"))
     found += limit_problems(settings)
+    if "file_sd_path" in settings or "metrics_target_host" in settings:
+        found += target_problems(settings.get("file_sd_path"), settings.get("metrics_target_host"))
     found += instance_problems(units or [], settings)
     return found
 
@@ -253,6 +279,9 @@ def gateway_config(endpoints, settings):
         "max_connections": int(settings["max_connections"]),
         "connections_per_source": int(settings["connections_per_source"]),
         "metrics_max_connections": int(settings["metrics_max_connections"]),
+        "concurrency_per_key": int(settings["concurrency_per_key"]),
+        "failed_keys_per_minute": int(settings["failed_keys_per_minute"]),
+        "peers_port": int(settings["peers_port"]),
         # Both listeners' slots: neither can take the other's (each frontend has its own maxconn).
         "total_connections": int(settings["max_connections"]) + int(settings["metrics_max_connections"]),
         "health_route": HEALTH_ROUTE,

@@ -40,8 +40,9 @@ UPSTREAM_KEY = "u" * 24
 ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/models"]
 # The role's settings with the probes' short timeouts and small limits.
 SETTINGS = {"address": "127.0.0.1", "metrics_address": "127.0.0.1", "metrics_allow": ["127.0.0.1/32"],
-            "rate_limit_per_minute": 5, "max_request_mib": 16, "timeout": 8, "client_timeout": 2,
-            "header_timeout": 2, "max_connections": 40, "connections_per_source": 5, "metrics_max_connections": 4}
+            "rate_limit_per_minute": 40, "max_request_mib": 16, "timeout": 8, "client_timeout": 2,
+            "header_timeout": 2, "max_connections": 40, "connections_per_source": 5, "metrics_max_connections": 4,
+            "concurrency_per_key": 2, "failed_keys_per_minute": 5}
 
 pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None and os.environ.get("CI") != "true",
                                 reason="Debian's haproxy is not installed here (make setup installs it)")
@@ -78,15 +79,16 @@ def render(directory, settings, endpoints):
 
 
 def _settings(**changes):
-    return dict(SETTINGS, port=_free_port(), metrics_port=_free_port(), **changes)
+    return dict(SETTINGS, port=_free_port(), metrics_port=_free_port(), peers_port=_free_port(), **changes)
 
 
 INVENTORIES = {
     "defaults": dict(address="0.0.0.0", metrics_address="0.0.0.0", metrics_allow=["127.0.0.0/8", "::1/128"],
                      rate_limit_per_minute=600, max_request_mib=16, timeout=600, client_timeout=30, header_timeout=10,
-                     max_connections=4096, connections_per_source=64, metrics_max_connections=64),
+                     max_connections=4096, connections_per_source=64, metrics_max_connections=64,
+                     concurrency_per_key=64, failed_keys_per_minute=20),
     "ipv6-no-rate-limit": dict(address="::", metrics_address="::1", metrics_allow=["::1/128", "10.0.0.0/8"],
-                               rate_limit_per_minute=0),
+                               rate_limit_per_minute=0, concurrency_per_key=0),
     "metrics-on-loopback": dict(address="0.0.0.0", metrics_address="127.0.0.1", connections_per_source=1),
 }
 
@@ -299,9 +301,15 @@ def test_the_metrics_listener_closes_disallowed_sources_at_once(gateway):
         except ConnectionResetError:
             answer = b""
     assert answer == b"", answer[:100]
-    with socket.create_connection(("127.0.0.1", gateway.metrics_port), source_address=("127.0.0.1", 0)) as sock:
-        sock.sendall(b"GET /gateway/metrics HTTP/1.0\r\n\r\n")
-        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    # An allowed source is answered (a retry: the previous test's idle connections may still be closing).
+    for _ in range(10):
+        try:
+            with socket.create_connection(("127.0.0.1", gateway.metrics_port), source_address=("127.0.0.1", 0)) as sock:
+                sock.sendall(b"GET /gateway/metrics HTTP/1.0\r\n\r\n")
+                answer = b"".join(iter(lambda: sock.recv(65536), b""))
+            break
+        except ConnectionResetError:
+            time.sleep(0.3)
     assert answer.startswith(b"HTTP/1.1 200") and b"haproxy_process" in answer, answer[:200]
 
 
@@ -387,3 +395,63 @@ def test_the_http2_preface_is_refused_and_a_body_without_length_never_reaches_vl
     assert reached < limit, "%d body bytes reached vLLM over HTTP/2 (%d sent)" % (reached, sent)
     assert gateway.upstream_requests("probe=h2") == []
     assert answer.startswith(b"HTTP/1.1 400"), answer[:100]
+
+
+def test_counters_are_kept_across_a_reload(gateway):
+    # After test_the_rate_limit_answers_429 the rate key is over its limit; a reload (as every key, route
+    # or certificate change makes) hands the counter to the new process.
+    gateway.reload()
+    assert gateway.request("GET", "/v1/models?probe=after-reload", key=RATE_KEY, source="127.0.0.21")[0] == 429
+    assert gateway.request("GET", "/v1/models?probe=after-reload", source="127.0.0.21")[0] == 200
+
+
+def test_requests_in_flight_per_key_are_limited(gateway):
+    from concurrent.futures import ThreadPoolExecutor
+
+    limit = SETTINGS["concurrency_per_key"]
+    with ThreadPoolExecutor(limit + 1) as pool:
+        futures = []
+        for index in range(limit + 1):
+            futures.append(pool.submit(gateway.request, "POST", "/v1/completions?probe=in-flight&hold=1.5",
+                                       body=b"{}", source="127.0.0.%d" % (40 + index)))
+            time.sleep(0.2)
+        statuses = sorted(future.result()[0] for future in futures)
+    assert statuses == [200] * limit + [429], statuses
+    # Finished requests free their places.
+    assert gateway.request("GET", "/v1/models?probe=in-flight-after", source="127.0.0.39")[0] == 200
+
+
+def test_only_a_bearer_key_is_a_key_and_wrong_keys_are_throttled_per_source(gateway):
+    assert gateway.request("GET", "/v1/models?probe=bare", key=None, source="127.0.0.23",
+                           headers={"Authorization": KEY})[0] == 401
+    assert gateway.request("GET", "/v1/models?probe=basic", key=None, source="127.0.0.24",
+                           headers={"Authorization": "Basic " + KEY})[0] == 401
+    assert gateway.request("GET", "/v1/models?probe=trailing", key=None, source="127.0.0.24",
+                           headers={"Authorization": "Bearer %s extra" % KEY})[0] == 401
+    wrong = [gateway.request("GET", "/v1/models?probe=wrong", key="w" * 32, source="127.0.0.25")[0]
+             for _ in range(SETTINGS["failed_keys_per_minute"] + 1)]
+    assert wrong == [401] * SETTINGS["failed_keys_per_minute"] + [429], wrong
+    # The source waits even with a right key now; another source is not affected.
+    assert gateway.request("GET", "/v1/models?probe=wrong", source="127.0.0.25")[0] == 429
+    assert gateway.request("GET", "/v1/models?probe=wrong", source="127.0.0.26")[0] == 200
+    assert gateway.upstream_requests("probe=bare") == gateway.upstream_requests("probe=basic") == []
+
+
+def test_client_headers_vllm_trusts_never_reach_it(gateway):
+    spoofed = {"X-Forwarded-For": "203.0.113.9", "Forwarded": "for=203.0.113.9", "X-Request-Id": "chosen-by-client",
+               "X-data-parallel-rank": "1", "X-Real-IP": "203.0.113.9"}
+    assert gateway.request("GET", "/v1/models?probe=spoof", source="127.0.0.27", headers=spoofed)[0] == 200
+    [record] = gateway.upstream_requests("probe=spoof")
+    headers = {name.lower(): value for name, value in record["headers"].items()}
+    assert headers["x-forwarded-for"] == "127.0.0.27"
+    assert "forwarded" not in headers and "x-data-parallel-rank" not in headers and "x-real-ip" not in headers
+    assert len(headers["x-request-id"]) == 36 and headers["x-request-id"] != "chosen-by-client"
+    assert headers["authorization"] == "Bearer " + UPSTREAM_KEY
+
+
+@pytest.mark.parametrize("path", ["/tokenize", "/metrics", "/v1/load_lora_adapter", "/pause", "/v1/models/../../tokenize",
+                                  "/V1/MODELS", "/v1/models/"])
+def test_private_routes_are_not_forwarded(gateway, path):
+    status, _ = gateway.request("POST", path + "?probe=private", body=b"{}", source="127.0.0.28")
+    assert status == 404
+    assert gateway.upstream_requests("probe=private") == []

@@ -12,7 +12,8 @@ SETTINGS = {"enabled": True, "address": "0.0.0.0", "port": 8443, "metrics_port":
             "api_keys": [{"name": "ops", "key": "k" * 32}], "tls_certificate": "", "tls_key": "",
             "tls_source": "controller", "routes": ["/v1/chat/completions", "/v1/models"], "rate_limit_per_minute": 600,
             "max_request_mib": 16, "timeout": 600, "max_connections": 4096, "client_timeout": 30, "header_timeout": 10,
-            "connections_per_source": 64, "metrics_address": "0.0.0.0", "metrics_max_connections": 64}
+            "connections_per_source": 64, "metrics_address": "0.0.0.0", "metrics_max_connections": 64,
+            "concurrency_per_key": 64, "failed_keys_per_minute": 20, "peers_port": 9181}
 # Llama 3.1 8B's published file list, as vllm_model_info reads it on a host.
 MODEL = {"model": "/srv/models/llama", "model_info": {
     "models": {"/srv/models/llama": model_samples.summary("llama-3.1-8b-bf16", "/srv/models/llama")}, "errors": {}}}
@@ -65,6 +66,21 @@ def test_limits_are_checked_against_each_other():
     assert _messages({"client_timeout": "soon", "connections_per_source": None}) == []
     assert _messages({"metrics_address": "metrics.example"})[0].startswith(
         "vllm_gateway_metrics_address: is not an IP address (got 'metrics.example')")
+
+
+@pytest.mark.parametrize("settings,expected", [
+    ({"peers_port": 8443}, "vllm_gateway_peers_port: is the same port as vllm_gateway_port"),
+    ({"file_sd_path": "../../etc/prometheus/targets.json"}, "vllm_gateway_file_sd_path: must be a .json, .yml or "
+     ".yaml path without '..'"),
+    ({"file_sd_path": "/srv/prometheus/targets.txt"}, "vllm_gateway_file_sd_path: must be a .json"),
+    ({"metrics_target_host": "gw 1.example.com"}, "vllm_gateway_metrics_target_host: is neither an IP address nor a "
+     "host name (got 'gw 1.example.com')"),
+    ({"metrics_target_host": ""}, "vllm_gateway_metrics_target_host: is neither"),
+])
+def test_the_peers_port_and_prometheus_settings_are_checked(settings, expected):
+    assert _messages(settings)[0].startswith(expected)
+    assert _messages({"file_sd_path": "", "metrics_target_host": "fe80::1"}) == []
+    assert _messages({"file_sd_path": "/etc/prometheus/vllm.yml", "metrics_target_host": "gw1.example.com"}) == []
 
 
 def test_an_endpoint_without_an_http_address_is_refused():
