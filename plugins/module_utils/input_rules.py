@@ -731,6 +731,7 @@ def _version(text):
 # vllm_gateway
 
 GATEWAY_SETTINGS = ("enabled", "address", "port", "api_keys", "tls_certificate", "tls_key", "tls_source", "routes",
+                    "extra_routes",
                     "metrics_address", "metrics_port", "metrics_allow", "metrics_max_connections",
                     "rate_limit_per_minute", "max_request_mib", "timeout", "client_timeout", "header_timeout",
                     "max_connections", "connections_per_source", "concurrency_per_key", "failed_keys_per_minute",
@@ -862,7 +863,7 @@ RULES = {
     "vllm_gateway": [
         (vllm_gateway_settings, "vllm_gateway_enabled, vllm_gateway_address, vllm_gateway_port, "
          "vllm_gateway_api_keys, vllm_gateway_tls_certificate, vllm_gateway_tls_key, vllm_gateway_tls_source, "
-         "vllm_gateway_routes, vllm_gateway_metrics_address, vllm_gateway_metrics_port, vllm_gateway_metrics_allow, "
+         "vllm_gateway_routes, vllm_gateway_extra_routes, vllm_gateway_metrics_address, vllm_gateway_metrics_port, vllm_gateway_metrics_allow, "
          "vllm_gateway_metrics_max_connections, vllm_gateway_rate_limit_per_minute, vllm_gateway_max_request_mib, "
          "vllm_gateway_timeout, vllm_gateway_client_timeout, vllm_gateway_header_timeout, vllm_gateway_max_connections, "
          "vllm_gateway_connections_per_source, vllm_gateway_concurrency_per_key, vllm_gateway_failed_keys_per_minute, "
@@ -870,7 +871,7 @@ RULES = {
          "vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
          "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
          "without spaces; both or neither of certificate and key (controller files exist); CIDR metrics networks; "
-         "absolute routes, none of vLLM's private ones; ports that are not an instance's or each other's; instances "
+         "OpenAI inference routes (others by name in the extra routes), none of vLLM's private ones; ports that are not an instance's or each other's; instances "
          "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections (>= 4 on the "
          "metrics listener, >= 1 per source and no more than the listener's, >= 0 requests in flight per key, >= 1 "
          "failed key per source and minute); a client timeout no longer than the response timeout; IP addresses for "

@@ -31,7 +31,18 @@ ROUTE = re.compile(r"^/[A-Za-z0-9._~/-]*$")
 PRIVATE_ROUTES = ("/metrics", "/tokenize", "/detokenize", "/version", "/docs", "/redoc", "/openapi.json",
                   "/load", "/ping", "/server_info", "/reset_prefix_cache", "/sleep", "/wake_up", "/collective_rpc",
                   "/start_profile", "/stop_profile", "/scale_elastic_ep", "/is_sleeping", "/reset_mm_cache",
-                  "/v1/load_lora_adapter", "/v1/unload_lora_adapter")
+                  "/v1/load_lora_adapter", "/v1/unload_lora_adapter",
+                  # vLLM 0.32's control routes (its wheel's entrypoints): pause, abort, weights, KV cache, ...
+                  "/pause", "/resume", "/is_paused", "/abort_requests", "/update_weights", "/start_weight_update",
+                  "/finish_weight_update", "/start_draft_weight_update", "/update_weight_version", "/weight_info",
+                  "/weight_checker", "/init_weight_transfer_engine", "/shutdown_weight_transfer_engine",
+                  "/release_kv_cache_memory", "/reset_encoder_cache", "/kv_event_sources", "/get_world_size",
+                  "/is_scaling_elastic_ep", "/fault_tolerance/status", "/tokenizer_info", "/ready", "/readyz")
+# The OpenAI inference routes vLLM serves, each with the one method it takes. vllm_gateway_routes may
+# name only these; another vLLM route is forwarded only when vllm_gateway_extra_routes names it (POST).
+OPENAI_ROUTES = {"/v1/chat/completions": "POST", "/v1/completions": "POST", "/v1/embeddings": "POST",
+                 "/v1/models": "GET", "/v1/responses": "POST", "/v1/audio/transcriptions": "POST",
+                 "/v1/audio/translations": "POST"}
 # The gateway answers /health itself (from its health checks), so it is never forwarded.
 HEALTH_ROUTE = "/health"
 METRICS_PATH = "/instances/%s/metrics"
@@ -110,7 +121,7 @@ def network_problems(networks, variable="vllm_gateway_metrics_allow"):
 
 def route_problems(routes, variable="vllm_gateway_routes"):
     problems = []
-    if not routes:
+    if not routes and variable == "vllm_gateway_routes":
         problems.append(_problem(variable, "is empty, so every request would be refused", routes,
                                  "list the OpenAI routes clients use, e.g. /v1/chat/completions"))
     for index, route in enumerate(routes or []):
@@ -123,7 +134,17 @@ def route_problems(routes, variable="vllm_gateway_routes"):
                                      "is answered by the gateway itself", route,
                                      "remove it (metrics are on vllm_gateway_metrics_port)" if route == "/metrics"
                                      else "remove it"))
+        elif variable == "vllm_gateway_routes" and route not in OPENAI_ROUTES:
+            problems.append(_problem(where, "is not one of the OpenAI inference routes (%s)" % ", ".join(OPENAI_ROUTES),
+                                     route, "remove it, or name it in vllm_gateway_extra_routes to forward it anyway "
+                                     "(POST only)"))
     return problems
+
+
+def route_map(routes, extra_routes=()):
+    """The lines of the map file HAProxy looks a request's path up in: `<path> <method>`."""
+    return "".join("%s %s\n" % (route, OPENAI_ROUTES.get(route, "POST")) for route in
+                   list(dict.fromkeys(list(routes or []) + list(extra_routes or []))))
 
 
 def tls_problems(certificate, key, source, controller_exists=None):
@@ -231,6 +252,11 @@ def problems(settings, units, controller_exists=None):
     found = key_problems(settings.get("api_keys"))
     found += network_problems(settings.get("metrics_allow"))
     found += route_problems(settings.get("routes"))
+    if not isinstance(settings.get("extra_routes") or [], list):
+        found.append(_problem("vllm_gateway_extra_routes", "must be a list of URL paths", settings.get("extra_routes"),
+                              "write it like [/v1/rerank], or []"))
+    else:
+        found += route_problems(settings.get("extra_routes") or [], "vllm_gateway_extra_routes")
     found += tls_problems(settings.get("tls_certificate"), settings.get("tls_key"), settings.get("tls_source"),
                           controller_exists)
     for name in ("address", "metrics_address"):
@@ -285,6 +311,7 @@ def gateway_config(endpoints, settings):
         # Both listeners' slots: neither can take the other's (each frontend has its own maxconn).
         "total_connections": int(settings["max_connections"]) + int(settings["metrics_max_connections"]),
         "health_route": HEALTH_ROUTE,
+        "route_map": route_map(settings.get("routes"), settings.get("extra_routes")),
         # Each proxied connection holds two descriptors (client and server), plus listeners, checks and logs.
         "limit_nofile": 2 * (int(settings["max_connections"]) + int(settings["metrics_max_connections"])) + 1024,
     }

@@ -224,6 +224,8 @@ CASES = [
     ({"vllm_gateway_routes": ["/tokenize"]}, "vllm_gateway_routes[0]"),
     ({"vllm_gateway_routes": ["v1/chat/completions"]}, "vllm_gateway_routes[0]"),
     ({"vllm_gateway_routes": []}, "vllm_gateway_routes"),
+    ({"vllm_gateway_routes": ["/v1/chat/completions", "/pooling"]}, "vllm_gateway_routes[1]"),
+    ({"vllm_gateway_extra_routes": ["/pause"]}, "vllm_gateway_extra_routes[0]"),
     ({"vllm_gateway_rate_limit_per_minute": -1}, "vllm_gateway_rate_limit_per_minute"),
     ({"vllm_gateway_max_request_mib": 0}, "vllm_gateway_max_request_mib"),
     ({"vllm_gateway_timeout": 0}, "vllm_gateway_timeout"),

@@ -61,9 +61,9 @@ def render(directory, settings, endpoints):
     environment = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     text = environment.from_string(TEMPLATE.read_text()).render(
         __vllm_gateway_config=config, _vllm_gateway_pem=directory / "gateway.pem",
-        _vllm_gateway_routes_file=directory / "routes.lst", _vllm_gateway_clients_map=directory / "clients.map",
+        _vllm_gateway_routes_file=directory / "routes.map", _vllm_gateway_clients_map=directory / "clients.map",
         _vllm_gateway_upstream_map=directory / "upstream.map")
-    (directory / "routes.lst").write_text("\n".join(ROUTES) + "\n")
+    (directory / "routes.map").write_text(config["route_map"])
     (directory / "clients.map").write_text(vllm_gateway.client_key_map(
         [{"name": "ops", "key": KEY}, {"name": "rate", "key": RATE_KEY}]))
     (directory / "upstream.map").write_text("vllm %s\n" % UPSTREAM_KEY)
@@ -79,7 +79,9 @@ def render(directory, settings, endpoints):
 
 
 def _settings(**changes):
-    return dict(SETTINGS, port=_free_port(), metrics_port=_free_port(), peers_port=_free_port(), **changes)
+    base = dict(SETTINGS, routes=ROUTES, extra_routes=[], port=_free_port(), metrics_port=_free_port(),
+                peers_port=_free_port())
+    return dict(base, **changes)
 
 
 INVENTORIES = {
@@ -89,7 +91,8 @@ INVENTORIES = {
                      concurrency_per_key=64, failed_keys_per_minute=20),
     "ipv6-no-rate-limit": dict(address="::", metrics_address="::1", metrics_allow=["::1/128", "10.0.0.0/8"],
                                rate_limit_per_minute=0, concurrency_per_key=0),
-    "metrics-on-loopback": dict(address="0.0.0.0", metrics_address="127.0.0.1", connections_per_source=1),
+    "metrics-on-loopback": dict(address="0.0.0.0", metrics_address="127.0.0.1", connections_per_source=1,
+                                extra_routes=["/v1/rerank", "/pooling"]),
 }
 
 
@@ -455,3 +458,10 @@ def test_private_routes_are_not_forwarded(gateway, path):
     status, _ = gateway.request("POST", path + "?probe=private", body=b"{}", source="127.0.0.28")
     assert status == 404
     assert gateway.upstream_requests("probe=private") == []
+
+
+def test_each_route_takes_only_its_method(gateway):
+    assert gateway.request("DELETE", "/v1/models?probe=method", source="127.0.0.29")[0] == 405
+    assert gateway.request("GET", "/v1/chat/completions?probe=method", source="127.0.0.29")[0] == 405
+    assert gateway.upstream_requests("probe=method") == []
+    assert gateway.request("POST", "/v1/chat/completions?probe=method-ok", body=b"{}", source="127.0.0.29")[0] == 200

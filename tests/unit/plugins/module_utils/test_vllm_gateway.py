@@ -142,6 +142,8 @@ def test_ports_binds_and_models_are_checked_against_the_instances(altra):
     (["/health"], "vllm_gateway_routes[0]: is answered by the gateway itself"),
     (["/v1/../metrics"], "vllm_gateway_routes[0]: must be an absolute URL path"),
     (["/v1/chat completions"], "vllm_gateway_routes[0]: must be an absolute URL path"),
+    (["/v1/rerank"], "vllm_gateway_routes[0]: is not one of the OpenAI inference routes"),
+    (["/pause"], "vllm_gateway_routes[0]: must not be public"),
 ])
 def test_routes(routes, expected):
     assert _messages({"routes": routes})[0].startswith(expected)
@@ -196,3 +198,12 @@ def test_file_sd_keeps_the_hosts_a_run_did_not_describe():
     new = vllm_gateway.file_sd_targets([{"host": "gw2", "address": "gw2", "metrics_port": 9180, "hardware_class": "x",
                                          "endpoints": [{"name": "main", "model": "new"}]}], old)
     assert [(group["labels"]["host"], group["labels"]["model"]) for group in new] == [("gw1", "old"), ("gw2", "new")]
+
+
+def test_extra_routes_are_forwarded_by_name_with_post_and_never_a_control_route():
+    assert _messages({"extra_routes": ["/v1/rerank", "/pooling"]}) == []
+    assert _messages({"extra_routes": ["/update_weights"]})[0].startswith(
+        "vllm_gateway_extra_routes[0]: must not be public")
+    assert _messages({"extra_routes": "/v1/rerank"})[0].startswith("vllm_gateway_extra_routes: must be a list")
+    assert vllm_gateway.route_map(["/v1/models", "/v1/chat/completions"], ["/v1/rerank", "/v1/models"]) == (
+        "/v1/models GET\n/v1/chat/completions POST\n/v1/rerank POST\n")
