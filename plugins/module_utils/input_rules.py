@@ -871,7 +871,8 @@ RULES = {
          "vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
          "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
          "without spaces; both or neither of certificate and key (controller files exist); CIDR metrics networks; "
-         "OpenAI inference routes (others by name in the extra routes), none of vLLM's private ones; ports that are not an instance's or each other's; instances "
+         "OpenAI inference routes (others by name in the extra routes), none of vLLM's private ones; ports that are "
+         "not an instance's or each other's; instances "
          "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections (>= 4 on the "
          "metrics listener, >= 1 per source and no more than the listener's, >= 0 requests in flight per key, >= 1 "
          "failed key per source and minute); a client timeout no longer than the response timeout; IP addresses for "

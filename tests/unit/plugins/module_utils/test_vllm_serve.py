@@ -69,11 +69,10 @@ def test_empty_instance_list_means_no_units(altra):
 
 
 def test_wildcard_bind_is_checked_on_loopback(altra):
-    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True,
-                                                       "ip_address_allow": ["any"]})
+    settings = {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True, "ip_address_allow": ["any"]}
+    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], settings)
     assert unit["health_url"] == "http://127.0.0.1:8000/health"
-    [unit] = serve_units(altra, [{"host": "::"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True,
-                                                  "ip_address_allow": ["any"]})
+    [unit] = serve_units(altra, [{"host": "::"}], settings)
     assert unit["health_url"] == "http://[::1]:8000/health"
 
 
@@ -124,10 +123,9 @@ def test_bad_input_names_the_variable(altra, instances, settings, expected):
 
 
 def test_remote_bind_allowed_with_key_or_explicit_override(altra):
-    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True,
-                                                       "ip_address_allow": ["10.0.0.0/8"]})
-    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "model_info": MODEL_INFO, "allow_unauthenticated": True,
-                                                       "ip_address_allow": ["any"]})
+    settings = {"model": MODEL, "model_info": MODEL_INFO, "ip_address_allow": ["10.0.0.0/8"]}
+    assert serve_units(altra, [{"host": "10.0.0.5"}], dict(settings, api_key_configured=True))
+    assert serve_units(altra, [{"host": "10.0.0.5"}], dict(settings, allow_unauthenticated=True, ip_address_allow=["any"]))
 
 
 def test_quoting_for_systemd_and_environment_files():
