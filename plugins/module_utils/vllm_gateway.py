@@ -210,11 +210,12 @@ def target_problems(file_sd_path, target_host):
         found.append(_problem("vllm_gateway_file_sd_path", "must be a .json, .yml or .yaml path without '..' or "
                               "control characters (Prometheus reads only those)", path,
                               "give an absolute path such as /etc/prometheus/targets/vllm.json, or \"\" for no file"))
+    # Empty where the inventory's names are not known (a rule run outside a play); a play always has one.
     host = "" if target_host is None else str(target_host)
     try:
         ipaddress.ip_address(host)
     except ValueError:
-        if not HOST_NAME.match(host):
+        if host and not HOST_NAME.match(host):
             found.append(_problem("vllm_gateway_metrics_target_host", "is neither an IP address nor a host name",
                                   host, "give the address Prometheus reaches this host at, e.g. gw1.example.com"))
     return found

@@ -91,6 +91,8 @@ INVENTORIES = {
                      concurrency_per_key=64, failed_keys_per_minute=20),
     "ipv6-no-rate-limit": dict(address="::", metrics_address="::1", metrics_allow=["::1/128", "10.0.0.0/8"],
                                rate_limit_per_minute=0, concurrency_per_key=0),
+    # No network may scrape: every metrics connection is closed (and HAProxy does not warn about it).
+    "no-metrics-networks": dict(metrics_allow=[]),
     "metrics-on-loopback": dict(address="0.0.0.0", metrics_address="127.0.0.1", connections_per_source=1,
                                 extra_routes=["/v1/rerank", "/pooling"]),
 }

@@ -75,7 +75,7 @@ def test_limits_are_checked_against_each_other():
     ({"file_sd_path": "/srv/prometheus/targets.txt"}, "vllm_gateway_file_sd_path: must be a .json"),
     ({"metrics_target_host": "gw 1.example.com"}, "vllm_gateway_metrics_target_host: is neither an IP address nor a "
      "host name (got 'gw 1.example.com')"),
-    ({"metrics_target_host": ""}, "vllm_gateway_metrics_target_host: is neither"),
+    ({"metrics_target_host": "gw1.example.com/metrics"}, "vllm_gateway_metrics_target_host: is neither"),
 ])
 def test_the_peers_port_and_prometheus_settings_are_checked(settings, expected):
     assert _messages(settings)[0].startswith(expected)
