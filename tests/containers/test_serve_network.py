@@ -49,7 +49,7 @@ def _start(host, name, port, lines):
     unit = "[Service]\nExecStart=/usr/bin/python3 -m http.server %d --bind 0.0.0.0\n%s" % (port, lines)
     host.exec("cat > /etc/systemd/system/%s.service <<'EOF'\n%sEOF\nsystemctl daemon-reload && systemctl start %s"
               % (name, unit, name))
-    for _ in range(30):
+    for dummy in range(30):
         if "reached" in host.exec(PROBE + "127.0.0.1 %d" % port).stdout:
             return
         time.sleep(0.5)

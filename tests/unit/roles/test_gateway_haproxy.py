@@ -229,7 +229,7 @@ def test_slow_headers_are_cut_at_the_header_timeout(gateway):
         started = time.monotonic()
         answer = b""
         # One header byte every half second: each keeps the client timeout alive, never the header timeout.
-        for _ in range(int(SETTINGS["timeout"] * 2)):
+        for dummy in range(int(SETTINGS["timeout"] * 2)):
             try:
                 sock.sendall(b"X")
             except OSError:
@@ -262,7 +262,7 @@ def test_a_slow_body_is_cut_before_it_reaches_vllm(gateway):
 
 def test_one_source_cannot_hold_every_connection(gateway):
     held = [socket.create_connection(("127.0.0.1", gateway.port), source_address=("127.0.0.15", 0))
-            for _ in range(SETTINGS["connections_per_source"])]
+            for dummy in range(SETTINGS["connections_per_source"])]
     try:
         time.sleep(0.3)
         extra = socket.create_connection(("127.0.0.1", gateway.port), source_address=("127.0.0.15", 0))
@@ -280,7 +280,7 @@ def test_the_metrics_listener_cannot_take_the_tls_listeners_slots(gateway):
     # As many idle connections to the metrics listener, from an allowed source, as the TLS listener has slots.
     held = []
     try:
-        for _ in range(SETTINGS["max_connections"] + 2):
+        for dummy in range(SETTINGS["max_connections"] + 2):
             try:
                 held.append(socket.create_connection(("127.0.0.1", gateway.metrics_port), timeout=0.5))
             except OSError:
@@ -307,7 +307,7 @@ def test_the_metrics_listener_closes_disallowed_sources_at_once(gateway):
             answer = b""
     assert answer == b"", answer[:100]
     # An allowed source is answered (a retry: the previous test's idle connections may still be closing).
-    for _ in range(10):
+    for dummy in range(10):
         try:
             with socket.create_connection(("127.0.0.1", gateway.metrics_port), source_address=("127.0.0.1", 0)) as sock:
                 sock.sendall(b"GET /gateway/metrics HTTP/1.0\r\n\r\n")
@@ -342,7 +342,7 @@ def test_length_limits_hold_over_http1(gateway):
 
 def test_the_rate_limit_answers_429(gateway):
     statuses = [gateway.request("GET", "/v1/models?probe=rate", key=RATE_KEY, source="127.0.0.21")[0]
-                for _ in range(SETTINGS["rate_limit_per_minute"] + 2)]
+                for dummy in range(SETTINGS["rate_limit_per_minute"] + 2)]
     assert statuses[:SETTINGS["rate_limit_per_minute"]] == [200] * SETTINGS["rate_limit_per_minute"]
     assert statuses[-1] == 429, statuses
 
@@ -434,7 +434,7 @@ def test_only_a_bearer_key_is_a_key_and_wrong_keys_are_throttled_per_source(gate
     assert gateway.request("GET", "/v1/models?probe=trailing", key=None, source="127.0.0.24",
                            headers={"Authorization": "Bearer %s extra" % KEY})[0] == 401
     wrong = [gateway.request("GET", "/v1/models?probe=wrong", key="w" * 32, source="127.0.0.25")[0]
-             for _ in range(SETTINGS["failed_keys_per_minute"] + 1)]
+             for dummy in range(SETTINGS["failed_keys_per_minute"] + 1)]
     assert wrong == [401] * SETTINGS["failed_keys_per_minute"] + [429], wrong
     # The source waits even with a right key now; another source is not affected.
     assert gateway.request("GET", "/v1/models?probe=wrong", source="127.0.0.25")[0] == 429
@@ -457,7 +457,7 @@ def test_client_headers_vllm_trusts_never_reach_it(gateway):
 @pytest.mark.parametrize("path", ["/tokenize", "/metrics", "/v1/load_lora_adapter", "/pause", "/v1/models/../../tokenize",
                                   "/V1/MODELS", "/v1/models/"])
 def test_private_routes_are_not_forwarded(gateway, path):
-    status, _ = gateway.request("POST", path + "?probe=private", body=b"{}", source="127.0.0.28")
+    status, dummy = gateway.request("POST", path + "?probe=private", body=b"{}", source="127.0.0.28")
     assert status == 404
     assert gateway.upstream_requests("probe=private") == []
 
