@@ -735,7 +735,7 @@ GATEWAY_SETTINGS = ("enabled", "address", "port", "api_keys", "tls_certificate",
                     "metrics_address", "metrics_port", "metrics_allow", "metrics_max_connections",
                     "rate_limit_per_minute", "max_request_mib", "timeout", "client_timeout", "header_timeout",
                     "max_connections", "connections_per_source", "concurrency_per_key", "failed_keys_per_minute",
-                    "peers_port", "file_sd_path", "metrics_target_host")
+                    "peers_port", "file_sd_path", "metrics_target_host", "tls_min_version")
 
 
 def gateway_settings(variables):

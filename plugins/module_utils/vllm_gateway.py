@@ -312,6 +312,7 @@ def gateway_config(endpoints, settings):
         # Both listeners' slots: neither can take the other's (each frontend has its own maxconn).
         "total_connections": int(settings["max_connections"]) + int(settings["metrics_max_connections"]),
         "health_route": HEALTH_ROUTE,
+        "tls_min_version": "TLSv1.3" if str(settings.get("tls_min_version")) == "1.3" else "TLSv1.2",
         "route_map": route_map(settings.get("routes"), settings.get("extra_routes")),
         # Each proxied connection holds two descriptors (client and server), plus listeners, checks and logs.
         "limit_nofile": 2 * (int(settings["max_connections"]) + int(settings["metrics_max_connections"])) + 1024,

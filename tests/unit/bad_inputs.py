@@ -215,6 +215,7 @@ CASES = [
     ({"vllm_gateway_tls_certificate": "/nonexistent/gateway.crt", "vllm_gateway_tls_key": "/nonexistent/gateway.key"},
      "vllm_gateway_tls_certificate"),
     ({"vllm_gateway_tls_source": "vault"}, "vllm_gateway_tls_source"),
+    ({"vllm_gateway_tls_min_version": "1.1"}, "vllm_gateway_tls_min_version"),
     ({"vllm_gateway_metrics_allow": ["10.0.0.0/33"]}, "vllm_gateway_metrics_allow[0]"),
     ({"vllm_gateway_metrics_allow": ["prometheus.example.com"]}, "vllm_gateway_metrics_allow[0]"),
     ({"vllm_gateway_port": 8000}, "vllm_gateway_port"),

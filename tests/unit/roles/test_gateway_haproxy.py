@@ -89,8 +89,8 @@ INVENTORIES = {
                      rate_limit_per_minute=600, max_request_mib=16, timeout=600, client_timeout=30, header_timeout=10,
                      max_connections=4096, connections_per_source=64, metrics_max_connections=64,
                      concurrency_per_key=64, failed_keys_per_minute=20),
-    "ipv6-no-rate-limit": dict(address="::", metrics_address="::1", metrics_allow=["::1/128", "10.0.0.0/8"],
-                               rate_limit_per_minute=0, concurrency_per_key=0),
+    "ipv6-no-rate-limit-tls13": dict(address="::", metrics_address="::1", metrics_allow=["::1/128", "10.0.0.0/8"],
+                                     rate_limit_per_minute=0, concurrency_per_key=0, tls_min_version="1.3"),
     # No network may scrape: every metrics connection is closed (and HAProxy does not warn about it).
     "no-metrics-networks": dict(metrics_allow=[]),
     "metrics-on-loopback": dict(address="0.0.0.0", metrics_address="127.0.0.1", connections_per_source=1,
@@ -294,27 +294,24 @@ def test_the_metrics_listener_cannot_take_the_tls_listeners_slots(gateway):
             sock.close()
 
 
-def test_the_metrics_listener_closes_disallowed_sources_at_once(gateway):
-    with socket.create_connection(("127.0.0.1", gateway.metrics_port), source_address=("127.0.0.18", 0)) as sock:
-        try:
+def _metrics_answer(gateway, source):
+    """What the metrics listener answers a scrape from `source` with; b"" when it closes (or resets) first."""
+    try:
+        with socket.create_connection(("127.0.0.1", gateway.metrics_port), source_address=(source, 0), timeout=2) as sock:
             sock.sendall(b"GET /gateway/metrics HTTP/1.0\r\n\r\n")
-        except OSError:
-            pass
-        sock.settimeout(2)
-        try:
-            answer = sock.recv(65536)
-        except ConnectionResetError:
-            answer = b""
-    assert answer == b"", answer[:100]
-    # An allowed source is answered (a retry: the previous test's idle connections may still be closing).
+            return b"".join(iter(lambda: sock.recv(65536), b""))
+    except OSError:
+        return b""
+
+
+def test_the_metrics_listener_closes_disallowed_sources_at_once(gateway):
+    assert _metrics_answer(gateway, "127.0.0.18") == b""
+    # An allowed source is answered (retried: the previous test's idle connections may still be closing).
     for dummy in range(10):
-        try:
-            with socket.create_connection(("127.0.0.1", gateway.metrics_port), source_address=("127.0.0.1", 0)) as sock:
-                sock.sendall(b"GET /gateway/metrics HTTP/1.0\r\n\r\n")
-                answer = b"".join(iter(lambda: sock.recv(65536), b""))
+        answer = _metrics_answer(gateway, "127.0.0.1")
+        if answer:
             break
-        except ConnectionResetError:
-            time.sleep(0.3)
+        time.sleep(0.3)
     assert answer.startswith(b"HTTP/1.1 200") and b"haproxy_process" in answer, answer[:200]
 
 
@@ -467,3 +464,36 @@ def test_each_route_takes_only_its_method(gateway):
     assert gateway.request("GET", "/v1/chat/completions?probe=method", source="127.0.0.29")[0] == 405
     assert gateway.upstream_requests("probe=method") == []
     assert gateway.request("POST", "/v1/chat/completions?probe=method-ok", body=b"{}", source="127.0.0.29")[0] == 200
+
+
+def test_every_answer_carries_hsts(gateway):
+    connection = http.client.HTTPSConnection("127.0.0.1", gateway.port, context=gateway.context(),
+                                             source_address=("127.0.0.30", 0), timeout=10)
+    connection.request("GET", "/v1/models", headers={"Authorization": "Bearer " + KEY})
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("Strict-Transport-Security") == "max-age=63072000"
+    connection.close()
+
+
+def test_a_tls_1_3_only_gateway_refuses_tls_1_2(tmp_path):
+    endpoints = [{"name": "main", "base_url": "http://127.0.0.1:8000", "model": "m"}]
+    settings = _settings(tls_min_version="1.3")
+    path = render(tmp_path, settings, endpoints)
+    process = subprocess.Popen(["haproxy", "-db", "-f", str(path)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        context = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+        context.check_hostname = False
+        for dummy in range(50):
+            try:
+                with context.wrap_socket(socket.create_connection(("127.0.0.1", settings["port"]))) as sock:
+                    assert sock.version() == "TLSv1.3"
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.1)
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(ssl.SSLError):
+            context.wrap_socket(socket.create_connection(("127.0.0.1", settings["port"])))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
