@@ -261,6 +261,8 @@ def problems(settings, units, controller_exists=None):
     found += tls_problems(settings.get("tls_certificate"), settings.get("tls_key"), settings.get("tls_source"),
                           controller_exists)
     for name in ("address", "metrics_address"):
+        if name == "metrics_address" and settings.get(name) in (None, ""):
+            continue  # the public listener's
         try:
             ipaddress.ip_address(str(settings.get(name)))
         except ValueError:

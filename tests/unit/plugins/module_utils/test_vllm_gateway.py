@@ -54,6 +54,9 @@ def test_each_listener_has_its_own_slots_and_address():
     assert config["metrics_bind"] == "127.0.0.1:9180" and config["public_bind"] == "0.0.0.0:8443"
     assert (config["max_connections"], config["metrics_max_connections"], config["total_connections"]) == (4096, 8, 4104)
     assert (config["client_timeout"], config["header_timeout"], config["timeout"]) == (30, 10, 600)
+    # Empty: the public listener's address.
+    assert vllm_gateway.gateway_config([], dict(SETTINGS, address="::", metrics_address=""))["metrics_bind"] == "[::]:9180"
+    assert _messages({"metrics_address": ""}) == []
 
 
 def test_limits_are_checked_against_each_other():
