@@ -699,6 +699,8 @@ def serve_settings(variables, **rendering):
         "api_key_configured": bool(variables.get("vllm_serve_api_key") or variables.get("vllm_serve_api_key_file")),
         "api_key_transport": variables.get("vllm_serve_api_key_transport"),
         "allow_unauthenticated": variables.get("vllm_serve_allow_unauthenticated_remote"),
+        "ip_address_allow": variables.get("vllm_serve_ip_address_allow", ["localhost"]),
+        "allowed_media_domains": variables.get("vllm_serve_allowed_media_domains", []),
     }
     settings.update(rendering)
     return settings
@@ -774,8 +776,11 @@ def _version(text):
 # vllm_gateway
 
 GATEWAY_SETTINGS = ("enabled", "address", "port", "api_keys", "tls_certificate", "tls_key", "tls_source", "routes",
-                    "metrics_port", "metrics_allow", "rate_limit_per_minute", "max_request_mib", "timeout",
-                    "max_connections")
+                    "extra_routes",
+                    "metrics_address", "metrics_port", "metrics_allow", "metrics_max_connections",
+                    "rate_limit_per_minute", "max_request_mib", "timeout", "client_timeout", "header_timeout",
+                    "max_connections", "connections_per_source", "concurrency_per_key", "failed_keys_per_minute",
+                    "peers_port", "file_sd_path", "metrics_target_host", "tls_min_version")
 
 
 def gateway_settings(variables):
@@ -796,7 +801,13 @@ def vllm_gateway_settings(variables, host):
     errors += _at_least(variables, "vllm_gateway_rate_limit_per_minute", 0)
     errors += _at_least(variables, "vllm_gateway_max_request_mib", 1, " MiB")
     errors += _at_least(variables, "vllm_gateway_timeout", 1, " (seconds)")
+    errors += _at_least(variables, "vllm_gateway_client_timeout", 1, " (seconds)")
+    errors += _at_least(variables, "vllm_gateway_header_timeout", 1, " (seconds)")
     errors += _at_least(variables, "vllm_gateway_self_signed_days", 31, " (days: renewed with 30 left)")
+    errors += _at_least(variables, "vllm_gateway_connections_per_source", 1)
+    errors += _at_least(variables, "vllm_gateway_metrics_max_connections", 4)
+    errors += _at_least(variables, "vllm_gateway_concurrency_per_key", 0)
+    errors += _at_least(variables, "vllm_gateway_failed_keys_per_minute", 1)
     return errors + _at_least(variables, "vllm_gateway_max_connections", 16)
 
 
@@ -825,7 +836,8 @@ SERVE_UNITS_READS = ("vllm_serve_instances, vllm_serve_model, vllm_serve_served_
                      "vllm_serve_block_size, vllm_serve_extra_args, vllm_serve_environment, vllm_serve_reserved_cpus_per_rank, "
                      "vllm_serve_kv_cache_min_gib, vllm_serve_memory_headroom_gib, vllm_serve_offline, "
                      "vllm_serve_trust_remote_code, vllm_serve_api_key, vllm_serve_api_key_file, vllm_serve_api_key_transport, "
-                     "vllm_serve_allow_unauthenticated_remote, vllm_model_models (the models it may name)")
+                     "vllm_serve_allow_unauthenticated_remote, vllm_serve_ip_address_allow, vllm_serve_allowed_media_domains, "
+                     "vllm_model_models (the models it may name)")
 
 # role -> [(rule function, variables it reads, what it demands)]
 RULES = {
@@ -898,14 +910,20 @@ RULES = {
     "vllm_gateway": [
         (vllm_gateway_settings, "vllm_gateway_enabled, vllm_gateway_address, vllm_gateway_port, "
          "vllm_gateway_api_keys, vllm_gateway_tls_certificate, vllm_gateway_tls_key, vllm_gateway_tls_source, "
-         "vllm_gateway_routes, vllm_gateway_metrics_port, vllm_gateway_metrics_allow, "
-         "vllm_gateway_rate_limit_per_minute, vllm_gateway_max_request_mib, vllm_gateway_timeout, "
-         "vllm_gateway_max_connections, vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
+         "vllm_gateway_routes, vllm_gateway_extra_routes, vllm_gateway_metrics_address, vllm_gateway_metrics_port, vllm_gateway_metrics_allow, "
+         "vllm_gateway_metrics_max_connections, vllm_gateway_rate_limit_per_minute, vllm_gateway_max_request_mib, "
+         "vllm_gateway_timeout, vllm_gateway_client_timeout, vllm_gateway_header_timeout, vllm_gateway_max_connections, "
+         "vllm_gateway_connections_per_source, vllm_gateway_concurrency_per_key, vllm_gateway_failed_keys_per_minute, "
+         "vllm_gateway_peers_port, vllm_gateway_file_sd_path, vllm_gateway_metrics_target_host, "
+         "vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
          "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
          "without spaces; both or neither of certificate and key (controller files exist); CIDR metrics networks; "
-         "absolute routes, none of vLLM's private ones; ports that are not an instance's or each other's; instances "
-         "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections; a self-signed "
-         "certificate valid > 30 days"),
+         "OpenAI inference routes (others by name in the extra routes), none of vLLM's private ones; ports that are "
+         "not an instance's or each other's; instances "
+         "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections (>= 4 on the "
+         "metrics listener, >= 1 per source and no more than the listener's, >= 0 requests in flight per key, >= 1 "
+         "failed key per source and minute); a client timeout no longer than the response timeout; IP addresses for "
+         "both listeners; a .json/.yml file_sd path without '..'; an IP or host name for Prometheus; a self-signed certificate valid > 30 days"),
         (vllm_gateway_packages, "vllm_gateway_enabled, vllm_gateway_apt_cache_valid_time",
          "when enabled: " + PACKAGES_DEMAND),
     ],

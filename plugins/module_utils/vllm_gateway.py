@@ -23,13 +23,26 @@ KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # and a header cannot carry control characters.
 KEY_TEXT = re.compile(r"^[\x21-\x7e]+$")
 KEY_MIN_LENGTH = 16
+# A host name Prometheus can resolve (inventory names with '_' included: /etc/hosts allows them).
+HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*$")
 ROUTE = re.compile(r"^/[A-Za-z0-9._~/-]*$")
 # vLLM routes that must never be public: metrics have their own listener, the rest leak the
 # tokenizer, server internals or control the engine.
 PRIVATE_ROUTES = ("/metrics", "/tokenize", "/detokenize", "/version", "/docs", "/redoc", "/openapi.json",
                   "/load", "/ping", "/server_info", "/reset_prefix_cache", "/sleep", "/wake_up", "/collective_rpc",
                   "/start_profile", "/stop_profile", "/scale_elastic_ep", "/is_sleeping", "/reset_mm_cache",
-                  "/v1/load_lora_adapter", "/v1/unload_lora_adapter")
+                  "/v1/load_lora_adapter", "/v1/unload_lora_adapter",
+                  # vLLM 0.32's control routes (its wheel's entrypoints): pause, abort, weights, KV cache, ...
+                  "/pause", "/resume", "/is_paused", "/abort_requests", "/update_weights", "/start_weight_update",
+                  "/finish_weight_update", "/start_draft_weight_update", "/update_weight_version", "/weight_info",
+                  "/weight_checker", "/init_weight_transfer_engine", "/shutdown_weight_transfer_engine",
+                  "/release_kv_cache_memory", "/reset_encoder_cache", "/kv_event_sources", "/get_world_size",
+                  "/is_scaling_elastic_ep", "/fault_tolerance/status", "/tokenizer_info", "/ready", "/readyz")
+# The OpenAI inference routes vLLM serves, each with the one method it takes. vllm_gateway_routes may
+# name only these; another vLLM route is forwarded only when vllm_gateway_extra_routes names it (POST).
+OPENAI_ROUTES = {"/v1/chat/completions": "POST", "/v1/completions": "POST", "/v1/embeddings": "POST",
+                 "/v1/models": "GET", "/v1/responses": "POST", "/v1/audio/transcriptions": "POST",
+                 "/v1/audio/translations": "POST"}
 # The gateway answers /health itself (from its health checks), so it is never forwarded.
 HEALTH_ROUTE = "/health"
 METRICS_PATH = "/instances/%s/metrics"
@@ -108,7 +121,7 @@ def network_problems(networks, variable="vllm_gateway_metrics_allow"):
 
 def route_problems(routes, variable="vllm_gateway_routes"):
     problems = []
-    if not routes:
+    if not routes and variable == "vllm_gateway_routes":
         problems.append(_problem(variable, "is empty, so every request would be refused", routes,
                                  "list the OpenAI routes clients use, e.g. /v1/chat/completions"))
     for index, route in enumerate(routes or []):
@@ -121,7 +134,17 @@ def route_problems(routes, variable="vllm_gateway_routes"):
                                      "is answered by the gateway itself", route,
                                      "remove it (metrics are on vllm_gateway_metrics_port)" if route == "/metrics"
                                      else "remove it"))
+        elif variable == "vllm_gateway_routes" and route not in OPENAI_ROUTES:
+            problems.append(_problem(where, "is not one of the OpenAI inference routes (%s)" % ", ".join(OPENAI_ROUTES),
+                                     route, "remove it, or name it in vllm_gateway_extra_routes to forward it anyway "
+                                     "(POST only)"))
     return problems
+
+
+def route_map(routes, extra_routes=()):
+    """The lines of the map file HAProxy looks a request's path up in: `<path> <method>`."""
+    return "".join("%s %s\n" % (route, OPENAI_ROUTES.get(route, "POST")) for route in
+                   list(dict.fromkeys(list(routes or []) + list(extra_routes or []))))
 
 
 def tls_problems(certificate, key, source, controller_exists=None):
@@ -149,14 +172,17 @@ def instance_problems(units, settings):
     """The gateway's ports against the instances', loopback binds, one model per host."""
     problems = []
     ports = {}
-    for key in ("port", "metrics_port"):
+    for key in ("port", "metrics_port", "peers_port"):
         try:
-            ports[tcp_port(settings.get(key), "vllm_gateway_" + key)] = "vllm_gateway_" + key
+            port = tcp_port(settings.get(key), "vllm_gateway_" + key)
         except ServeError as error:
             problems.append(("vllm_gateway_" + key, str(error)))
-    if settings.get("port") == settings.get("metrics_port"):
-        problems.append(_problem("vllm_gateway_metrics_port", "is the same port as vllm_gateway_port",
-                                 settings.get("metrics_port"), "give the metrics listener its own port"))
+            continue
+        if port in ports:
+            problems.append(_problem("vllm_gateway_" + key, "is the same port as %s" % ports[port], port,
+                                     "give each of the gateway's listeners its own port"))
+        else:
+            ports[port] = "vllm_gateway_" + key
     for unit in units:
         if unit["port"] in ports:
             problems.append(_problem(ports[unit["port"]], "is the port of the vLLM instance %s" % unit["name"],
@@ -175,6 +201,51 @@ def instance_problems(units, settings):
     return problems
 
 
+def target_problems(file_sd_path, target_host):
+    """Where the file_sd file goes on the controller, and the address Prometheus is told to scrape."""
+    found = []
+    path = "" if file_sd_path is None else str(file_sd_path)
+    if path and (any(part == ".." for part in re.split(r"[\\/]", path)) or re.search(r"[\x00-\x1f\x7f]", path)
+                 or not re.search(r"\.(json|ya?ml)$", path)):
+        found.append(_problem("vllm_gateway_file_sd_path", "must be a .json, .yml or .yaml path without '..' or "
+                              "control characters (Prometheus reads only those)", path,
+                              "give an absolute path such as /etc/prometheus/targets/vllm.json, or \"\" for no file"))
+    # Empty where the inventory's names are not known (a rule run outside a play); a play always has one.
+    host = "" if target_host is None else str(target_host)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if host and not HOST_NAME.match(host):
+            found.append(_problem("vllm_gateway_metrics_target_host", "is neither an IP address nor a host name",
+                                  host, "give the address Prometheus reaches this host at, e.g. gw1.example.com"))
+    return found
+
+
+def _integer(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def limit_problems(settings):
+    """Limits against each other (input_rules checks each one's floor): one source cannot take every
+    slot of the public listener, and the client timeout is the short one."""
+    found = []
+    per_source, slots = _integer(settings.get("connections_per_source")), _integer(settings.get("max_connections"))
+    if per_source is not None and slots is not None and per_source > slots:
+        found.append(_problem("vllm_gateway_connections_per_source", "is more than vllm_gateway_max_connections "
+                              "(%s), so one address could hold every connection slot" % slots, per_source,
+                              "keep it well below vllm_gateway_max_connections"))
+    client, server = _integer(settings.get("client_timeout")), _integer(settings.get("timeout"))
+    if client is not None and server is not None and client > server:
+        found.append(_problem("vllm_gateway_client_timeout", "is longer than vllm_gateway_timeout (%s s); a client "
+                              "that stays silent (a handshake never finished, an idle connection) would hold its "
+                              "slot longer than a silent generation" % server, client,
+                              "keep it short (tens of seconds); vllm_gateway_timeout covers silent generations"))
+    return found
+
+
 def problems(settings, units, controller_exists=None):
     """Every problem with the gateway's variables, as (variable, one-line message) pairs."""
     if not settings.get("enabled"):
@@ -182,13 +253,24 @@ def problems(settings, units, controller_exists=None):
     found = key_problems(settings.get("api_keys"))
     found += network_problems(settings.get("metrics_allow"))
     found += route_problems(settings.get("routes"))
+    if not isinstance(settings.get("extra_routes") or [], list):
+        found.append(_problem("vllm_gateway_extra_routes", "must be a list of URL paths", settings.get("extra_routes"),
+                              "write it like [/v1/rerank], or []"))
+    else:
+        found += route_problems(settings.get("extra_routes") or [], "vllm_gateway_extra_routes")
     found += tls_problems(settings.get("tls_certificate"), settings.get("tls_key"), settings.get("tls_source"),
                           controller_exists)
-    try:
-        ipaddress.ip_address(str(settings.get("address")))
-    except ValueError:
-        found.append(_problem("vllm_gateway_address", "is not an IP address", settings.get("address"),
-                              "use 0.0.0.0 for every IPv4 address, :: for every address, or one of the host's"))
+    for name in ("address", "metrics_address"):
+        if name == "metrics_address" and settings.get(name) in (None, ""):
+            continue  # the public listener's
+        try:
+            ipaddress.ip_address(str(settings.get(name)))
+        except ValueError:
+            found.append(_problem("vllm_gateway_" + name, "is not an IP address", settings.get(name),
+                                  "use 0.0.0.0 for every IPv4 address, :: for every address, or one of the host's"))
+    found += limit_problems(settings)
+    if "file_sd_path" in settings or "metrics_target_host" in settings:
+        found += target_problems(settings.get("file_sd_path"), settings.get("metrics_target_host"))
     found += instance_problems(units or [], settings)
     return found
 
@@ -214,17 +296,28 @@ def gateway_config(endpoints, settings):
                         "model": endpoint.get("model", ""), "metrics_path": METRICS_PATH % endpoint["name"]})
     return {
         "public_bind": _listen(settings["address"], int(settings["port"])),
-        "metrics_bind": _listen(settings["address"], int(settings["metrics_port"])),
+        "metrics_bind": _listen(settings.get("metrics_address") or settings["address"], int(settings["metrics_port"])),
         "metrics_allow": [str(ipaddress.ip_network(str(network), strict=False))
                           for network in settings.get("metrics_allow") or []],
         "servers": servers,
         "max_request_bytes": int(settings["max_request_mib"]) * 1024 * 1024,
         "rate_limit_per_minute": int(settings["rate_limit_per_minute"]),
         "timeout": int(settings["timeout"]),
+        "client_timeout": int(settings["client_timeout"]),
+        "header_timeout": int(settings["header_timeout"]),
         "max_connections": int(settings["max_connections"]),
+        "connections_per_source": int(settings["connections_per_source"]),
+        "metrics_max_connections": int(settings["metrics_max_connections"]),
+        "concurrency_per_key": int(settings["concurrency_per_key"]),
+        "failed_keys_per_minute": int(settings["failed_keys_per_minute"]),
+        "peers_port": int(settings["peers_port"]),
+        # Both listeners' slots: neither can take the other's (each frontend has its own maxconn).
+        "total_connections": int(settings["max_connections"]) + int(settings["metrics_max_connections"]),
         "health_route": HEALTH_ROUTE,
+        "tls_min_version": "TLSv1.3" if str(settings.get("tls_min_version")) == "1.3" else "TLSv1.2",
+        "route_map": route_map(settings.get("routes"), settings.get("extra_routes")),
         # Each proxied connection holds two descriptors (client and server), plus listeners, checks and logs.
-        "limit_nofile": 2 * int(settings["max_connections"]) + 1024,
+        "limit_nofile": 2 * (int(settings["max_connections"]) + int(settings["metrics_max_connections"])) + 1024,
     }
 
 

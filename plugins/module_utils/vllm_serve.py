@@ -42,7 +42,8 @@ OPTIONAL_INT_FLAGS = (("max_model_len", "--max-model-len"), ("max_num_batched_to
 # clash (and --api-key would put the secret on the command line).
 MANAGED_FLAGS = ("--model", "--host", "--port", "--api-key", "--dtype", "--tensor-parallel-size", "-tp",
                  "--served-model-name", "--max-model-len", "--max-num-batched-tokens", "--max-num-seqs",
-                 "--block-size", "--distributed-executor-backend", "--uds", "--kv-cache-memory-bytes")
+                 "--block-size", "--distributed-executor-backend", "--uds", "--kv-cache-memory-bytes",
+                 "--allowed-media-domains")
 # Variables the role computes or that would override what it computes (VLLM_CPU_KVCACHE_SPACE, when
 # set, replaces --kv-cache-memory-bytes: vLLM 0.32 platforms/cpu.py), and variables that
 # switch off vLLM safeguards (CVE-2026-41523: asserts skipped under -O; pickle over ZMQ; dev routes).
@@ -283,6 +284,54 @@ def _instances(value):
     return value
 
 
+# systemd's names for address groups in IPAddressAllow=, besides addresses and networks.
+IP_ADDRESS_GROUPS = ("localhost", "link-local", "multicast", "any")
+# vLLM lets every media URL through when its list is empty, so "none" is a name no URL can resolve
+# (.invalid is reserved, RFC 6761).
+NO_MEDIA_DOMAIN = "media-urls-refused.invalid"
+MEDIA_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+
+
+def network_access(value, addresses, offline):
+    """The serve units' IPAddressAllow= entries: [localhost] keeps them on the host (a tensor-parallel
+    instance's torch.distributed ports listen on every interface)."""
+    variable = "vllm_serve_ip_address_allow"
+    if not isinstance(value, list) or not value:
+        _refuse(variable, "must be a non-empty list", value, "keep [localhost], or list the networks the instances "
+                "must reach ([any] lifts the limit)")
+    networks = []
+    for index, entry in enumerate(value):
+        if entry in IP_ADDRESS_GROUPS:
+            networks.append(entry)
+            continue
+        try:
+            networks.append(str(ipaddress.ip_network(str(entry), strict=False)))
+        except ValueError:
+            _refuse("%s[%d]" % (variable, index), "is neither a network in CIDR notation nor one of %s"
+                    % ", ".join(IP_ADDRESS_GROUPS), entry, "write it like 10.0.0.0/8, or localhost")
+    loopback_only = all(entry == "localhost" or (entry not in IP_ADDRESS_GROUPS and ipaddress.ip_network(
+        entry).is_loopback) for entry in networks)
+    if loopback_only and any(not address.is_loopback for address in addresses):
+        _refuse(variable, "keeps the instances on loopback, but vllm_serve_host binds a non-loopback address", value,
+                "add the clients' networks (or any), or bind 127.0.0.1 behind vllm_gateway")
+    if loopback_only and not offline:
+        _refuse(variable, "keeps the instances on loopback, but vllm_serve_offline is false (they would fetch from "
+                "the hub)", value, "add the hub's or your mirror's networks (or any), or set vllm_serve_offline: true")
+    return " ".join(networks)
+
+
+def media_domains(value):
+    """--allowed-media-domains: the host names a multimodal request's media URLs may name; none by default."""
+    variable = "vllm_serve_allowed_media_domains"
+    if not isinstance(value, list):
+        _refuse(variable, "must be a list of host names", value, "write it like [images.example.com], or []")
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str) or not MEDIA_DOMAIN.match(entry):
+            _refuse("%s[%d]" % (variable, index), "must be a lower-case host name (vLLM compares a URL's host with "
+                    "it exactly: no scheme, port, path or wildcard)", entry, "write it like images.example.com")
+    return list(value) or [NO_MEDIA_DOMAIN]
+
+
 def serve_units(facts, instances, settings):
     """Everything the unit and environment templates print, one dict per instance.
 
@@ -311,6 +360,7 @@ def serve_units(facts, instances, settings):
         _refuse("vllm_serve_api_key_transport", "must be one of %s" % ", ".join(API_KEY_TRANSPORTS),
                 merged["api_key_transport"], "set it to %s" % " or ".join(API_KEY_TRANSPORTS))
     base_port = tcp_port(merged["port"], "vllm_serve_port")
+    allowed_media = media_domains(merged["allowed_media_domains"])
     units = []
     ports = {}
     names = {}
@@ -347,6 +397,7 @@ def serve_units(facts, instances, settings):
         if served not in (None, ""):
             arguments += ["--served-model-name", _no_control_characters(served, variable + ".served_model_name")]
         arguments += ["--host", str(address), "--port", str(port)] + profile["arguments"]
+        arguments += ["--allowed-media-domains"] + allowed_media
         for key, flag in OPTIONAL_INT_FLAGS:
             source = "%s.%s" % (variable, key) if key in item else "vllm_serve_%s" % key
             number = _optional_positive_int(item.get(key, merged[key]), source)
@@ -368,6 +419,8 @@ def serve_units(facts, instances, settings):
             "TORCHINDUCTOR_CACHE_DIR": cache_dir + "/torchinductor",
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
+            # A media URL's redirect could lead anywhere, past --allowed-media-domains.
+            "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0",
         })
         # A placed model is verified on disk: serving it never needs the hub.
         if merged["offline"] or model["kind"] == "placed":
@@ -406,6 +459,17 @@ def serve_units(facts, instances, settings):
             "exec_start": " ".join(systemd_quote(part) for part in command),
             "profile": profile,
         })
+    allow = network_access(merged["ip_address_allow"], [ipaddress.ip_address(unit["host"]) for unit in units],
+                           merged["offline"] or all(unit["model_source"]["kind"] == "placed" for unit in units))
+    for unit in units:
+        unit["ip_address_allow"] = allow
+        if allow == "localhost":
+            # The ranks of a tensor-parallel instance would meet on the host's outward address, which the
+            # unit may not use: they meet on loopback (the operator's own environment still wins).
+            for key, value in (("VLLM_HOST_IP", "127.0.0.1"), ("GLOO_SOCKET_IFNAME", "lo")):
+                unit["environment"].setdefault(key, value)
+            unit["environment"] = dict(sorted(unit["environment"].items()))
+            unit["environment_lines"] = [environment_line(key, value) for key, value in unit["environment"].items()]
     return units
 
 
@@ -420,6 +484,8 @@ DEFAULT_SETTINGS = {
     "block_size": None,
     "extra_args": [],
     "environment": {},
+    "ip_address_allow": ["localhost"],
+    "allowed_media_domains": [],
     "reserved_cpus_per_rank": 1,
     "kv_cache_min_gib": 1,
     "memory_headroom_gib": None,

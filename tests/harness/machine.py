@@ -30,6 +30,10 @@ APT_PACKAGES = [
     "make",
     "curl",
     "ca-certificates",
+    # The gateway's tests run Debian's own HAProxy (2.6 on bookworm, what the hosts run) on this machine
+    # (tests/unit/roles/test_gateway_haproxy.py); openssl makes their certificate.
+    "haproxy",
+    "openssl",
 ]
 
 # Podman settings this kernel needs (see CONTRIBUTING.md, "Test machine"): crun refuses the

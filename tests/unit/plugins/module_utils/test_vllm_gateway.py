@@ -11,7 +11,9 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve impo
 SETTINGS = {"enabled": True, "address": "0.0.0.0", "port": 8443, "metrics_port": 9180, "metrics_allow": ["10.1.2.3/8"],
             "api_keys": [{"name": "ops", "key": "k" * 32}], "tls_certificate": "", "tls_key": "",
             "tls_source": "controller", "routes": ["/v1/chat/completions", "/v1/models"], "rate_limit_per_minute": 600,
-            "max_request_mib": 16, "timeout": 600, "max_connections": 4096}
+            "max_request_mib": 16, "timeout": 600, "max_connections": 4096, "client_timeout": 30, "header_timeout": 10,
+            "connections_per_source": 64, "metrics_address": "0.0.0.0", "metrics_max_connections": 64,
+            "concurrency_per_key": 64, "failed_keys_per_minute": 20, "peers_port": 9181}
 # Llama 3.1 8B's published file list, as vllm_model_info reads it on a host.
 MODEL = {"model": "/srv/models/llama", "model_info": {
     "models": {"/srv/models/llama": model_samples.summary("llama-3.1-8b-bf16", "/srv/models/llama")}, "errors": {}}}
@@ -45,6 +47,43 @@ def test_the_configuration_lists_every_instance_vllm_serve_wrote(altra):
     as_strings = vllm_gateway.gateway_config(endpoints, dict(SETTINGS, port="9443", max_request_mib="2"))
     assert as_strings["public_bind"] == "0.0.0.0:9443" and as_strings["max_request_bytes"] == 2 * 1024 * 1024
     assert vllm_gateway.gateway_config(endpoints, dict(SETTINGS, address="::"))["public_bind"] == "[::]:8443"
+
+
+def test_each_listener_has_its_own_slots_and_address():
+    config = vllm_gateway.gateway_config([], dict(SETTINGS, metrics_address="127.0.0.1", metrics_max_connections=8))
+    assert config["metrics_bind"] == "127.0.0.1:9180" and config["public_bind"] == "0.0.0.0:8443"
+    assert (config["max_connections"], config["metrics_max_connections"], config["total_connections"]) == (4096, 8, 4104)
+    assert (config["client_timeout"], config["header_timeout"], config["timeout"]) == (30, 10, 600)
+    # Empty: the public listener's address.
+    assert vllm_gateway.gateway_config([], dict(SETTINGS, address="::", metrics_address=""))["metrics_bind"] == "[::]:9180"
+    assert _messages({"metrics_address": ""}) == []
+
+
+def test_limits_are_checked_against_each_other():
+    assert _messages({"connections_per_source": 5000}) == [
+        "vllm_gateway_connections_per_source: is more than vllm_gateway_max_connections (4096), so one address could "
+        "hold every connection slot (got 5000); keep it well below vllm_gateway_max_connections"]
+    assert _messages({"client_timeout": 900})[0].startswith(
+        "vllm_gateway_client_timeout: is longer than vllm_gateway_timeout (600 s)")
+    # Not numbers: input_rules' floors name them; the relation is not checked then.
+    assert _messages({"client_timeout": "soon", "connections_per_source": None}) == []
+    assert _messages({"metrics_address": "metrics.example"})[0].startswith(
+        "vllm_gateway_metrics_address: is not an IP address (got 'metrics.example')")
+
+
+@pytest.mark.parametrize("settings,expected", [
+    ({"peers_port": 8443}, "vllm_gateway_peers_port: is the same port as vllm_gateway_port"),
+    ({"file_sd_path": "../../etc/prometheus/targets.json"}, "vllm_gateway_file_sd_path: must be a .json, .yml or "
+     ".yaml path without '..'"),
+    ({"file_sd_path": "/srv/prometheus/targets.txt"}, "vllm_gateway_file_sd_path: must be a .json"),
+    ({"metrics_target_host": "gw 1.example.com"}, "vllm_gateway_metrics_target_host: is neither an IP address nor a "
+     "host name (got 'gw 1.example.com')"),
+    ({"metrics_target_host": "gw1.example.com/metrics"}, "vllm_gateway_metrics_target_host: is neither"),
+])
+def test_the_peers_port_and_prometheus_settings_are_checked(settings, expected):
+    assert _messages(settings)[0].startswith(expected)
+    assert _messages({"file_sd_path": "", "metrics_target_host": "fe80::1"}) == []
+    assert _messages({"file_sd_path": "/etc/prometheus/vllm.yml", "metrics_target_host": "gw1.example.com"}) == []
 
 
 def test_an_endpoint_without_an_http_address_is_refused():
@@ -88,7 +127,7 @@ def test_a_certificate_needs_its_key_and_controller_files_must_exist():
 
 
 def test_ports_binds_and_models_are_checked_against_the_instances(altra):
-    units = _units(altra, [{"name": "a"}, {"name": "b", "served_model_name": "other"}], host="0.0.0.0",
+    units = _units(altra, [{"name": "a"}, {"name": "b", "served_model_name": "other"}], host="0.0.0.0", ip_address_allow=["any"],
                    api_key_configured=True)
     lines = _messages({"port": 8001}, units)
     assert "vllm_gateway_port: is the port of the vLLM instance b (got 8001); give the gateway and every instance " \
@@ -106,6 +145,8 @@ def test_ports_binds_and_models_are_checked_against_the_instances(altra):
     (["/health"], "vllm_gateway_routes[0]: is answered by the gateway itself"),
     (["/v1/../metrics"], "vllm_gateway_routes[0]: must be an absolute URL path"),
     (["/v1/chat completions"], "vllm_gateway_routes[0]: must be an absolute URL path"),
+    (["/v1/rerank"], "vllm_gateway_routes[0]: is not one of the OpenAI inference routes"),
+    (["/pause"], "vllm_gateway_routes[0]: must not be public"),
 ])
 def test_routes(routes, expected):
     assert _messages({"routes": routes})[0].startswith(expected)
@@ -160,3 +201,12 @@ def test_file_sd_keeps_the_hosts_a_run_did_not_describe():
     new = vllm_gateway.file_sd_targets([{"host": "gw2", "address": "gw2", "metrics_port": 9180, "hardware_class": "x",
                                          "endpoints": [{"name": "main", "model": "new"}]}], old)
     assert [(group["labels"]["host"], group["labels"]["model"]) for group in new] == [("gw1", "old"), ("gw2", "new")]
+
+
+def test_extra_routes_are_forwarded_by_name_with_post_and_never_a_control_route():
+    assert _messages({"extra_routes": ["/v1/rerank", "/pooling"]}) == []
+    assert _messages({"extra_routes": ["/update_weights"]})[0].startswith(
+        "vllm_gateway_extra_routes[0]: must not be public")
+    assert _messages({"extra_routes": "/v1/rerank"})[0].startswith("vllm_gateway_extra_routes: must be a list")
+    assert vllm_gateway.route_map(["/v1/models", "/v1/chat/completions"], ["/v1/rerank", "/v1/models"]) == (
+        "/v1/models GET\n/v1/chat/completions POST\n/v1/rerank POST\n")

@@ -7,6 +7,7 @@ import pytest
 import model_samples
 import published_samples
 from ansible_collections.arm_inference.vllm.plugins.filter.vllm_serve import vllm_serve_units
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import (
     ServeError,
@@ -68,9 +69,10 @@ def test_empty_instance_list_means_no_units(altra):
 
 
 def test_wildcard_bind_is_checked_on_loopback(altra):
-    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
+    settings = {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True, "ip_address_allow": ["any"]}
+    [unit] = serve_units(altra, [{"host": "0.0.0.0"}], settings)
     assert unit["health_url"] == "http://127.0.0.1:8000/health"
-    [unit] = serve_units(altra, [{"host": "::"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
+    [unit] = serve_units(altra, [{"host": "::"}], settings)
     assert unit["health_url"] == "http://[::1]:8000/health"
 
 
@@ -121,8 +123,9 @@ def test_bad_input_names_the_variable(altra, instances, settings, expected):
 
 
 def test_remote_bind_allowed_with_key_or_explicit_override(altra):
-    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "model_info": MODEL_INFO, "api_key_configured": True})
-    assert serve_units(altra, [{"host": "10.0.0.5"}], {"model": MODEL, "model_info": MODEL_INFO, "allow_unauthenticated": True})
+    settings = {"model": MODEL, "model_info": MODEL_INFO, "ip_address_allow": ["10.0.0.0/8"]}
+    assert serve_units(altra, [{"host": "10.0.0.5"}], dict(settings, api_key_configured=True))
+    assert serve_units(altra, [{"host": "10.0.0.5"}], dict(settings, allow_unauthenticated=True, ip_address_allow=["any"]))
 
 
 def test_quoting_for_systemd_and_environment_files():
@@ -252,3 +255,40 @@ def test_a_hub_id_with_a_size_or_a_missing_path_with_a_size_is_served():
     assert unit["arguments"][:2] == ["--model", "org/hub-model"] and unit["profile"]["kv_cache_gib"] == 100
     [unit] = serve_units(c8g, [{"model": "/srv/elsewhere", "model_weights_gib": 15}], {})
     assert unit["profile"]["model_weights_source"] == "model_weights_gib"
+
+
+def test_units_stay_on_loopback_and_fetch_no_media_url_unless_told(altra):
+    [unit] = serve_units(altra, [{}], {"model": MODEL, "model_info": MODEL_INFO})
+    assert unit["ip_address_allow"] == "localhost"
+    flag = unit["arguments"].index("--allowed-media-domains")
+    assert unit["arguments"][flag + 1:flag + 2] == [vllm_serve.NO_MEDIA_DOMAIN]
+    assert unit["environment"]["VLLM_MEDIA_URL_ALLOW_REDIRECTS"] == "0"
+    # Tensor-parallel ranks meet on loopback, the only address the unit may use.
+    assert (unit["environment"]["VLLM_HOST_IP"], unit["environment"]["GLOO_SOCKET_IFNAME"]) == ("127.0.0.1", "lo")
+    assert 'VLLM_HOST_IP="127.0.0.1"' in "\n".join(unit["environment_lines"]) or \
+        "VLLM_HOST_IP=127.0.0.1" in "\n".join(unit["environment_lines"])
+    [unit] = serve_units(altra, [{}], {"model": MODEL, "model_info": MODEL_INFO, "ip_address_allow": ["localhost", "10.1.2.3/8"],
+                                       "allowed_media_domains": ["images.example.com", "cdn.example.org"]})
+    assert unit["ip_address_allow"] == "localhost 10.0.0.0/8"
+    assert unit["arguments"][unit["arguments"].index("--allowed-media-domains") + 1:][:2] == [
+        "images.example.com", "cdn.example.org"]
+
+
+@pytest.mark.parametrize("settings,expected", [
+    ({"ip_address_allow": []}, "vllm_serve_ip_address_allow: must be a non-empty list"),
+    ({"ip_address_allow": ["localhost", "intranet"]}, "vllm_serve_ip_address_allow[1]: is neither a network"),
+    ({"host": "0.0.0.0", "api_key_configured": True}, "vllm_serve_ip_address_allow: keeps the instances on loopback, "
+     "but vllm_serve_host binds a non-loopback address"),
+    ({"offline": False, "model": "org/model", "instance": {"model_weights_gib": 1}}, "vllm_serve_ip_address_allow: keeps the instances on loopback, but "
+     "vllm_serve_offline is false"),
+    ({"allowed_media_domains": "images.example.com"}, "vllm_serve_allowed_media_domains: must be a list of host names"),
+    ({"allowed_media_domains": ["https://images.example.com"]}, "vllm_serve_allowed_media_domains[0]: must be a "
+     "lower-case host name"),
+    ({"allowed_media_domains": ["*.example.com"]}, "vllm_serve_allowed_media_domains[0]: must be a lower-case host"),
+    ({"extra_args": ["--allowed-media-domains", "169.254.169.254"]}, "vllm_serve_extra_args"),
+])
+def test_network_and_media_settings_are_refused_in_one_line(altra, settings, expected):
+    with pytest.raises(vllm_serve.ServeError) as error:
+        settings = dict(settings)
+        serve_units(altra, [settings.pop("instance", {})], dict({"model": MODEL, "model_info": MODEL_INFO}, **settings))
+    assert str(error.value).startswith(expected) and "\n" not in str(error.value)

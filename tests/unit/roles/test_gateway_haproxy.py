@@ -1,0 +1,499 @@
+"""vllm_gateway's HAProxy configuration, rendered from the role's template and run by Debian's own HAProxy
+(2.6 on bookworm, what the hosts run; `make setup` installs it) on this machine, in front of a stand-in
+vLLM (tests/stand_ins/openai_upstream.py) on 127.0.0.1. No container: HAProxy starts in well under a second.
+
+The rendered configuration is the role's, with short timeouts (seconds instead of minutes) so that the
+slow-client probes take seconds. Clients come from several loopback addresses (127.0.0.x) to be several
+sources. Each probe says what it proves; docs/gateway.md states the limits these probes measure.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import select
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import jinja2
+import pytest
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_gateway
+
+ROOT = Path(__file__).resolve().parents[3]
+TEMPLATE = ROOT / "roles" / "vllm_gateway" / "templates" / "haproxy.cfg.j2"
+STAND_IN = ROOT / "tests" / "stand_ins" / "openai_upstream.py"
+KEY = "k" * 8 + "0123456789abcdef"
+RATE_KEY = "r" * 8 + "0123456789abcdef"
+UPSTREAM_KEY = "u" * 24
+ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/models"]
+# The role's settings with the probes' short timeouts and small limits.
+SETTINGS = {"address": "127.0.0.1", "metrics_address": "127.0.0.1", "metrics_allow": ["127.0.0.1/32"],
+            "rate_limit_per_minute": 40, "max_request_mib": 16, "timeout": 8, "client_timeout": 2,
+            "header_timeout": 2, "max_connections": 40, "connections_per_source": 5, "metrics_max_connections": 4,
+            "concurrency_per_key": 2, "failed_keys_per_minute": 5}
+
+pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None and os.environ.get("CI") != "true",
+                                reason="Debian's haproxy is not installed here (make setup installs it)")
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def render(directory, settings, endpoints):
+    """The role's template with the role's filter's values, as the template task renders it."""
+    directory = Path(directory)
+    config = vllm_gateway.gateway_config(endpoints, settings)
+    environment = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    text = environment.from_string(TEMPLATE.read_text()).render(
+        __vllm_gateway_config=config, _vllm_gateway_pem=directory / "gateway.pem",
+        _vllm_gateway_routes_file=directory / "routes.map", _vllm_gateway_clients_map=directory / "clients.map",
+        _vllm_gateway_upstream_map=directory / "upstream.map")
+    (directory / "routes.map").write_text(config["route_map"])
+    (directory / "clients.map").write_text(vllm_gateway.client_key_map(
+        [{"name": "ops", "key": KEY}, {"name": "rate", "key": RATE_KEY}]))
+    (directory / "upstream.map").write_text("vllm %s\n" % UPSTREAM_KEY)
+    if not (directory / "gateway.pem").exists():
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", directory / "key.pem", "-out", directory / "cert.pem", "-days", "2",
+                        "-subj", "/CN=gateway.test", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        (directory / "gateway.pem").write_text((directory / "cert.pem").read_text() + (directory / "key.pem").read_text())
+    path = directory / "haproxy.cfg"
+    path.write_text(text)
+    return path
+
+
+def _settings(**changes):
+    base = dict(SETTINGS, routes=ROUTES, extra_routes=[], port=_free_port(), metrics_port=_free_port(),
+                peers_port=_free_port())
+    return dict(base, **changes)
+
+
+INVENTORIES = {
+    "defaults": dict(address="0.0.0.0", metrics_address="0.0.0.0", metrics_allow=["127.0.0.0/8", "::1/128"],
+                     rate_limit_per_minute=600, max_request_mib=16, timeout=600, client_timeout=30, header_timeout=10,
+                     max_connections=4096, connections_per_source=64, metrics_max_connections=64,
+                     concurrency_per_key=64, failed_keys_per_minute=20),
+    "ipv6-no-rate-limit-tls13": dict(address="::", metrics_address="::1", metrics_allow=["::1/128", "10.0.0.0/8"],
+                                     rate_limit_per_minute=0, concurrency_per_key=0, tls_min_version="1.3"),
+    # No network may scrape: every metrics connection is closed (and HAProxy does not warn about it).
+    "no-metrics-networks": dict(metrics_allow=[]),
+    "metrics-on-loopback": dict(address="0.0.0.0", metrics_address="127.0.0.1", connections_per_source=1,
+                                extra_routes=["/v1/rerank", "/pooling"]),
+}
+
+
+@pytest.mark.parametrize("inventory", sorted(INVENTORIES))
+def test_the_rendered_configuration_passes_haproxy_check(tmp_path, inventory):
+    endpoints = [{"name": "main", "base_url": "http://127.0.0.1:8000", "model": "m"},
+                 {"name": "second", "base_url": "http://127.0.0.1:8001", "model": "m"}]
+    path = render(tmp_path, _settings(**INVENTORIES[inventory]), endpoints)
+    check = subprocess.run(["haproxy", "-c", "-f", str(path)], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # HAProxy warns about what it would silently change or ignore; the role's configuration has nothing of that.
+    assert "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr
+
+
+class Gateway:
+    """HAProxy in master-worker mode (as Debian's unit runs it: reload = SIGUSR2) and the stand-in."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        self.upstream_port = _free_port()
+        self.upstream = subprocess.Popen([sys.executable, str(STAND_IN), str(self.upstream_port)],
+                                         stdout=subprocess.PIPE, text=True)
+        assert self.upstream.stdout.readline().strip() == "ready"
+        self.settings = _settings()
+        self.endpoints = [{"name": "main", "base_url": "http://127.0.0.1:%d" % self.upstream_port, "model": "m"}]
+        self.config = render(self.directory, self.settings, self.endpoints)
+        self.cafile = str(self.directory / "cert.pem")
+        self.process = subprocess.Popen(["haproxy", "-W", "-db", "-f", str(self.config)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.port, self.metrics_port = self.settings["port"], self.settings["metrics_port"]
+        self.wait_ready()
+
+    def wait_ready(self):
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if self.request("GET", "/health", key=None, source="127.0.0.200")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("HAProxy did not answer /health 200: %s" % self.process.stderr.read())
+
+    def context(self):
+        context = ssl.create_default_context(cafile=self.cafile)
+        context.check_hostname = False
+        return context
+
+    def request(self, method, path, key=KEY, source="127.0.0.1", body=None, headers=None, timeout=15):
+        connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context(),
+                                                 source_address=(source, 0), timeout=timeout)
+        try:
+            headers = dict(headers or {})
+            if key:
+                headers.setdefault("Authorization", "Bearer " + key)
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    def tls(self, source="127.0.0.1", alpn=("http/1.1",)):
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=15, source_address=(source, 0))
+        context = self.context()
+        context.set_alpn_protocols(list(alpn))
+        return context.wrap_socket(raw)
+
+    def upstream_requests(self, marker):
+        with socket.create_connection(("127.0.0.1", self.upstream_port)) as raw:
+            raw.sendall(b"GET /_stand_in/requests HTTP/1.0\r\n\r\n")
+            answer = b"".join(iter(lambda: raw.recv(65536), b""))
+        return [record for record in json.loads(answer.split(b"\r\n\r\n", 1)[1]) if marker in record["path"]]
+
+    def reload(self):
+        self.process.send_signal(signal.SIGUSR2)
+        time.sleep(1.5)
+        self.wait_ready()
+
+    def stop(self):
+        for process in (self.process, self.upstream):
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    running = Gateway(tmp_path_factory.mktemp("gateway"))
+    yield running
+    running.stop()
+
+
+def closed_after(sock, limit):
+    """Seconds until the peer closes sock (reads end or reset), at most limit; None if still open."""
+    started = time.monotonic()
+    sock.settimeout(limit)
+    try:
+        while sock.recv(65536):
+            pass
+    except socket.timeout:
+        return None
+    except (ConnectionResetError, ssl.SSLError):
+        pass
+    return time.monotonic() - started
+
+
+def test_a_silent_connection_is_closed_after_the_client_timeout_not_the_generation_timeout(gateway):
+    # A TCP connection that never starts its TLS handshake, and one that stops half-way through its ClientHello.
+    idle = socket.create_connection(("127.0.0.1", gateway.port), source_address=("127.0.0.11", 0))
+    half = socket.create_connection(("127.0.0.1", gateway.port), source_address=("127.0.0.11", 0))
+    half.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    for sock in (idle, half):
+        with sock:
+            waited = closed_after(sock, SETTINGS["timeout"] + 2)
+            assert waited is not None and waited < SETTINGS["client_timeout"] + 1.5, waited
+
+
+def test_a_client_that_half_closes_mid_request_is_not_held(gateway):
+    with gateway.tls(source="127.0.0.12") as sock:
+        sock.sendall(b"POST /v1/completions?probe=fin HTTP/1.1\r\nHost: g\r\n")
+        # The client's FIN: HAProxy has the rest of the request head's time at most, then closes.
+        sock.shutdown(socket.SHUT_WR)
+        waited = closed_after(sock, SETTINGS["timeout"] + 2)
+    assert waited is not None and waited < SETTINGS["client_timeout"] + 1.5, waited
+
+
+def test_slow_headers_are_cut_at_the_header_timeout(gateway):
+    with gateway.tls(source="127.0.0.13") as sock:
+        sock.sendall(b"POST /v1/completions?probe=slow-headers HTTP/1.1\r\nHost: g\r\n")
+        started = time.monotonic()
+        answer = b""
+        # One header byte every half second: each keeps the client timeout alive, never the header timeout.
+        for dummy in range(int(SETTINGS["timeout"] * 2)):
+            try:
+                sock.sendall(b"X")
+            except OSError:
+                break
+            sock.settimeout(0.5)
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except (ConnectionResetError, ssl.SSLError):
+                break
+            answer += chunk
+            if not chunk or answer:
+                break
+        waited = time.monotonic() - started
+    assert waited < SETTINGS["header_timeout"] + 1.5, waited
+    assert not answer or answer.startswith(b"HTTP/1.1 408"), answer[:100]
+    assert gateway.upstream_requests("probe=slow-headers") == []
+
+
+def test_a_slow_body_is_cut_before_it_reaches_vllm(gateway):
+    with gateway.tls(source="127.0.0.14") as sock:
+        sock.sendall(b"POST /v1/completions?probe=slow-body HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"prompt\":" % KEY.encode())
+        waited = closed_after(sock, SETTINGS["timeout"] + 2)
+    assert waited is not None and waited < SETTINGS["client_timeout"] + 1.5, waited
+    # The body is buffered before the request goes on: vLLM never holds a connection for a slow client.
+    assert gateway.upstream_requests("probe=slow-body") == []
+
+
+def test_one_source_cannot_hold_every_connection(gateway):
+    held = [socket.create_connection(("127.0.0.1", gateway.port), source_address=("127.0.0.15", 0))
+            for dummy in range(SETTINGS["connections_per_source"])]
+    try:
+        time.sleep(0.3)
+        extra = socket.create_connection(("127.0.0.1", gateway.port), source_address=("127.0.0.15", 0))
+        with extra:
+            waited = closed_after(extra, 1.0)
+        assert waited is not None and waited < 0.5, "the source's connection past the limit was not closed at once"
+        # Another source is served meanwhile.
+        assert gateway.request("GET", "/v1/models?probe=other-source", source="127.0.0.16")[0] == 200
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_the_metrics_listener_cannot_take_the_tls_listeners_slots(gateway):
+    # As many idle connections to the metrics listener, from an allowed source, as the TLS listener has slots.
+    held = []
+    try:
+        for dummy in range(SETTINGS["max_connections"] + 2):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", gateway.metrics_port), timeout=0.5))
+            except OSError:
+                # The metrics listener's slots and its backlog are full: the rest wait in the kernel.
+                break
+        assert len(held) > SETTINGS["metrics_max_connections"]
+        time.sleep(0.3)
+        assert gateway.request("GET", "/v1/models?probe=metrics-full", source="127.0.0.17", timeout=5)[0] == 200
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _metrics_answer(gateway, source):
+    """What the metrics listener answers a scrape from `source` with; b"" when it closes (or resets) first."""
+    try:
+        with socket.create_connection(("127.0.0.1", gateway.metrics_port), source_address=(source, 0), timeout=2) as sock:
+            sock.sendall(b"GET /gateway/metrics HTTP/1.0\r\n\r\n")
+            return b"".join(iter(lambda: sock.recv(65536), b""))
+    except OSError:
+        return b""
+
+
+def test_the_metrics_listener_closes_disallowed_sources_at_once(gateway):
+    assert _metrics_answer(gateway, "127.0.0.18") == b""
+    # An allowed source is answered (retried: the previous test's idle connections may still be closing).
+    for dummy in range(10):
+        answer = _metrics_answer(gateway, "127.0.0.1")
+        if answer:
+            break
+        time.sleep(0.3)
+    assert answer.startswith(b"HTTP/1.1 200") and b"haproxy_process" in answer, answer[:200]
+
+
+def test_a_generation_silent_longer_than_the_client_timeout_completes(gateway):
+    silent = SETTINGS["client_timeout"] + 1
+    status, body = gateway.request("POST", "/v1/completions?probe=silent&silent=%s" % silent, body=b"{}",
+                                   source="127.0.0.19", headers={"Content-Type": "application/json"})
+    assert status == 200, body
+    status, body = gateway.request("POST", "/v1/completions?probe=stream&stream=2&gap=%s" % silent, body=b"{}",
+                                   source="127.0.0.19", headers={"Content-Type": "application/json"})
+    assert status == 200 and body.count(b"data: ") == 2, body
+
+
+def test_length_limits_hold_over_http1(gateway):
+    with gateway.tls(source="127.0.0.20") as sock:
+        sock.sendall(b"POST /v1/completions?probe=chunked HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" % KEY.encode())
+        assert sock.recv(65536).startswith(b"HTTP/1.1 411")
+    with gateway.tls(source="127.0.0.20") as sock:
+        sock.sendall(b"POST /v1/completions?probe=too-long HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\n"
+                     b"Content-Length: %d\r\n\r\n" % (KEY.encode(), 16 * 1024 * 1024 + 1))
+        assert sock.recv(65536).startswith(b"HTTP/1.1 413")
+    assert gateway.upstream_requests("probe=chunked") == gateway.upstream_requests("probe=too-long") == []
+
+
+def test_the_rate_limit_answers_429(gateway):
+    statuses = [gateway.request("GET", "/v1/models?probe=rate", key=RATE_KEY, source="127.0.0.21")[0]
+                for dummy in range(SETTINGS["rate_limit_per_minute"] + 2)]
+    assert statuses[:SETTINGS["rate_limit_per_minute"]] == [200] * SETTINGS["rate_limit_per_minute"]
+    assert statuses[-1] == 429, statuses
+
+
+def _send_over_http2(sock, path, total, seconds=30):
+    """A real HTTP/2 client (PyPI's h2) on a TLS connection that agreed on http/1.1: the preface, a POST
+    without content-length and up to `total` body bytes as fast as flow control lets. Returns the first
+    bytes the gateway answered and the body bytes sent."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    connection.initiate_connection()
+    connection.send_headers(1, [(":method", "POST"), (":path", path), (":scheme", "https"),
+                                (":authority", "gateway.test"), ("authorization", "Bearer " + KEY),
+                                ("content-type", "application/json")])
+    sock.sendall(connection.data_to_send())
+    answer, sent, chunk = b"", 0, b"x" * 16384
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if sock.pending() or select.select([sock], [], [], 0 if sent < total else 0.2)[0]:
+            try:
+                data = sock.recv(65536)
+            except (OSError, ssl.SSLError):
+                break
+            if not data:
+                break
+            answer += data[:4096] if len(answer) < 4096 else b""
+            try:
+                events = connection.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                break  # not HTTP/2: the gateway answered in HTTP/1
+            if any(isinstance(event, (h2.events.StreamReset, h2.events.StreamEnded, h2.events.ConnectionTerminated))
+                   for event in events):
+                break
+        elif sent < total:
+            size = min(len(chunk), total - sent, connection.local_flow_control_window(1))
+            if size <= 0:
+                select.select([sock], [], [], 0.2)
+                continue
+            connection.send_data(1, chunk[:size], end_stream=sent + size == total)
+            sent += size
+        else:
+            continue
+        try:
+            sock.sendall(connection.data_to_send())
+        except OSError:
+            break
+    return answer, sent
+
+
+def test_the_http2_preface_is_refused_and_a_body_without_length_never_reaches_vllm(gateway):
+    limit = SETTINGS["max_request_mib"] * 1024 * 1024
+    with gateway.tls(source="127.0.0.22") as sock:
+        assert sock.selected_alpn_protocol() == "http/1.1"
+        answer, sent = _send_over_http2(sock, "/v1/completions?probe=h2", 64 * 1024 * 1024)
+    reached = sum(record["body_bytes"] for record in gateway.upstream_requests("probe=h2"))
+    assert reached < limit, "%d body bytes reached vLLM over HTTP/2 (%d sent)" % (reached, sent)
+    assert gateway.upstream_requests("probe=h2") == []
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:100]
+
+
+def test_counters_are_kept_across_a_reload(gateway):
+    # After test_the_rate_limit_answers_429 the rate key is over its limit; a reload (as every key, route
+    # or certificate change makes) hands the counter to the new process.
+    gateway.reload()
+    assert gateway.request("GET", "/v1/models?probe=after-reload", key=RATE_KEY, source="127.0.0.21")[0] == 429
+    assert gateway.request("GET", "/v1/models?probe=after-reload", source="127.0.0.21")[0] == 200
+
+
+def test_requests_in_flight_per_key_are_limited(gateway):
+    from concurrent.futures import ThreadPoolExecutor
+
+    limit = SETTINGS["concurrency_per_key"]
+    with ThreadPoolExecutor(limit + 1) as pool:
+        futures = []
+        for index in range(limit + 1):
+            futures.append(pool.submit(gateway.request, "POST", "/v1/completions?probe=in-flight&hold=1.5",
+                                       body=b"{}", source="127.0.0.%d" % (40 + index)))
+            time.sleep(0.2)
+        statuses = sorted(future.result()[0] for future in futures)
+    assert statuses == [200] * limit + [429], statuses
+    # Finished requests free their places.
+    assert gateway.request("GET", "/v1/models?probe=in-flight-after", source="127.0.0.39")[0] == 200
+
+
+def test_only_a_bearer_key_is_a_key_and_wrong_keys_are_throttled_per_source(gateway):
+    assert gateway.request("GET", "/v1/models?probe=bare", key=None, source="127.0.0.23",
+                           headers={"Authorization": KEY})[0] == 401
+    assert gateway.request("GET", "/v1/models?probe=basic", key=None, source="127.0.0.24",
+                           headers={"Authorization": "Basic " + KEY})[0] == 401
+    assert gateway.request("GET", "/v1/models?probe=trailing", key=None, source="127.0.0.24",
+                           headers={"Authorization": "Bearer %s extra" % KEY})[0] == 401
+    wrong = [gateway.request("GET", "/v1/models?probe=wrong", key="w" * 32, source="127.0.0.25")[0]
+             for dummy in range(SETTINGS["failed_keys_per_minute"] + 1)]
+    assert wrong == [401] * SETTINGS["failed_keys_per_minute"] + [429], wrong
+    # The source waits even with a right key now; another source is not affected.
+    assert gateway.request("GET", "/v1/models?probe=wrong", source="127.0.0.25")[0] == 429
+    assert gateway.request("GET", "/v1/models?probe=wrong", source="127.0.0.26")[0] == 200
+    assert gateway.upstream_requests("probe=bare") == gateway.upstream_requests("probe=basic") == []
+
+
+def test_client_headers_vllm_trusts_never_reach_it(gateway):
+    spoofed = {"X-Forwarded-For": "203.0.113.9", "Forwarded": "for=203.0.113.9", "X-Request-Id": "chosen-by-client",
+               "X-data-parallel-rank": "1", "X-Real-IP": "203.0.113.9"}
+    assert gateway.request("GET", "/v1/models?probe=spoof", source="127.0.0.27", headers=spoofed)[0] == 200
+    [record] = gateway.upstream_requests("probe=spoof")
+    headers = {name.lower(): value for name, value in record["headers"].items()}
+    assert headers["x-forwarded-for"] == "127.0.0.27"
+    assert "forwarded" not in headers and "x-data-parallel-rank" not in headers and "x-real-ip" not in headers
+    assert len(headers["x-request-id"]) == 36 and headers["x-request-id"] != "chosen-by-client"
+    assert headers["authorization"] == "Bearer " + UPSTREAM_KEY
+
+
+@pytest.mark.parametrize("path", ["/tokenize", "/metrics", "/v1/load_lora_adapter", "/pause", "/v1/models/../../tokenize",
+                                  "/V1/MODELS", "/v1/models/"])
+def test_private_routes_are_not_forwarded(gateway, path):
+    status, dummy = gateway.request("POST", path + "?probe=private", body=b"{}", source="127.0.0.28")
+    assert status == 404
+    assert gateway.upstream_requests("probe=private") == []
+
+
+def test_each_route_takes_only_its_method(gateway):
+    assert gateway.request("DELETE", "/v1/models?probe=method", source="127.0.0.29")[0] == 405
+    assert gateway.request("GET", "/v1/chat/completions?probe=method", source="127.0.0.29")[0] == 405
+    assert gateway.upstream_requests("probe=method") == []
+    assert gateway.request("POST", "/v1/chat/completions?probe=method-ok", body=b"{}", source="127.0.0.29")[0] == 200
+
+
+def test_every_answer_carries_hsts(gateway):
+    connection = http.client.HTTPSConnection("127.0.0.1", gateway.port, context=gateway.context(),
+                                             source_address=("127.0.0.30", 0), timeout=10)
+    connection.request("GET", "/v1/models", headers={"Authorization": "Bearer " + KEY})
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("Strict-Transport-Security") == "max-age=63072000"
+    connection.close()
+
+
+def test_a_tls_1_3_only_gateway_refuses_tls_1_2(tmp_path):
+    endpoints = [{"name": "main", "base_url": "http://127.0.0.1:8000", "model": "m"}]
+    settings = _settings(tls_min_version="1.3")
+    path = render(tmp_path, settings, endpoints)
+    process = subprocess.Popen(["haproxy", "-db", "-f", str(path)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        context = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+        context.check_hostname = False
+        for dummy in range(50):
+            try:
+                with context.wrap_socket(socket.create_connection(("127.0.0.1", settings["port"]))) as sock:
+                    assert sock.version() == "TLSv1.3"
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.1)
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(ssl.SSLError):
+            context.wrap_socket(socket.create_connection(("127.0.0.1", settings["port"])))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
