@@ -11,6 +11,7 @@ not asserted, since a 2-core CI machine is noisy.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -158,3 +159,35 @@ def test_smoke_playbook_reports_every_request_and_its_latencies(host, tmp_path):
     assert "| debian12-amd64-engine | gateway | tiny-llama | 8 | 8/8 |" in markdown, markdown
     assert key not in reports[0].read_text() + markdown
     write_report("engine-smoke", level)
+
+
+GATEWAY_CHAT = r"""
+import json, httpx, openai
+endpoint = json.load(open("/etc/haproxy/vllm-gateway/endpoints.json"))
+endpoint = endpoint[0] if isinstance(endpoint, list) else endpoint
+key = open(endpoint["api_key_file"]).read().strip()
+client = openai.OpenAI(base_url=endpoint["base_url"] + "/v1", api_key=key,
+                       http_client=httpx.Client(verify=endpoint["ca_file"] or False))
+chat = client.chat.completions.create(model="tiny-llama", max_tokens=8,
+                                      messages=[{"role": "user", "content": "Still there?"}])
+print(json.dumps({"finish": chat.choices[0].finish_reason, "tokens": chat.usage.completion_tokens}))
+"""
+
+
+def test_a_change_that_fails_at_start_is_rolled_back_and_the_gateway_serves_again(host):
+    """serve.yml with an argument vLLM rejects: the health wait stops at the first exit with argparse's line,
+    what served before is put back (units, environment) and serves again, and a chat through the gateway
+    succeeds after the failed run."""
+    files = "md5sum /etc/systemd/system/vllm-serve-*.service /etc/vllm-serve/*.env"
+    before = host.check_output(files)
+    started = time.monotonic()
+    returncode, output = run_playbook("arm_inference.vllm.serve", json.dumps({"vllm_serve_extra_args": ["--seed", "abc"]}))
+    seconds = round(time.monotonic() - started, 1)
+    assert returncode != 0, output[-3000:]
+    assert "error: argument --seed: invalid int value: 'abc'" in output, output[-3000:]
+    assert "Restored what served before this run" in output, output[-3000:]
+    assert host.check_output(files) == before
+    assert host.check_output("systemctl is-active vllm-serve-main vllm-serve-second").split() == ["active", "active"]
+    answer = json.loads(host.check_output("%s - <<'EOF'\n%sEOF" % (PYTHON, GATEWAY_CHAT)).strip().splitlines()[-1])
+    assert answer["finish"] in ("stop", "length") and answer["tokens"] >= 1, answer
+    write_report("engine-rollback", {"serve_yml_seconds": seconds})

@@ -139,7 +139,8 @@ def _tasks_in(tasks):
 def test_vllm_serve_writes_its_unit_lookup_and_health_poll_once():
     tasks = [task for path in sorted((ROLES_DIR / "vllm_serve" / "tasks").glob("*.yml")) for task in _tasks(path)]
     lookups = [task for task in tasks if "_vllm_serve_marker" in str(task.get("ansible.builtin.find", ""))]
-    polls = [task for task in tasks if "/health" in str(task.get("ansible.builtin.uri", {}).get("url", ""))]
+    polls = [task for task in tasks if "/health" in str(task.get("ansible.builtin.uri", {}).get("url", ""))
+             or "arm_inference.vllm.vllm_serve_health" in task]
     assert len(lookups) == 1 and len(polls) == 1, (lookups, polls)
 
 

@@ -21,7 +21,7 @@ def _journal(name):
     # The API server's RuntimeError only points at the engine's cause above it.
     ("unloadable-model.txt", "OSError: /srv/models/broken does not appear to have a file named config.json."),
     ("rejected-argument.txt",
-     "vllm.entrypoints.openai.api_server: error: argument --seed: invalid int value: 'abc'"),
+     "api_server.py: error: argument --seed: invalid int value: 'abc'"),
     ("missing-release.txt", "vllm-serve-main.service: Failed to locate executable "
                             "/opt/vllm/releases/gone/venv/bin/python: No such file or directory"),
     ("unauthenticated.txt", "vllm-serve-launch: an API key is configured but neither the systemd credential 'api_key' "
