@@ -62,11 +62,12 @@ failures:
   elements: dict
 """
 
+import http.client
 import time
 import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import UNIT_PREFIX
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve_health import (
     UNIT_PROPERTIES,
@@ -80,9 +81,8 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve_heal
 
 def _healthy(url):
     try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+        return open_url(url, timeout=5, validate_certs=False).status == 200
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
         return False
 
 
