@@ -185,7 +185,8 @@ def test_a_change_that_fails_at_start_is_rolled_back_and_the_gateway_serves_agai
     seconds = round(time.monotonic() - started, 1)
     assert returncode != 0, output[-3000:]
     # argparse's line, as vLLM's parser words it for its --seed type ("invalid int value: 'abc'" or the like).
-    assert "decisive journal line: api_server.py: error: argument --seed: invalid" in output, output[-3000:]
+    decisive = output.split("decisive journal line: ", 1)[-1].splitlines()[0]
+    assert "error: argument --seed: invalid" in decisive, output[-3000:]
     assert "Restored what served before this run" in output, output[-3000:]
     assert host.check_output(files) == before
     assert host.check_output("systemctl is-active vllm-serve-main vllm-serve-second").split() == ["active", "active"]
