@@ -6,7 +6,8 @@
 For each role named: the OS and architecture, each variable against the role's argument spec
 (types, choices, elements; one line per problem instead of Ansible's spec dump), then the role's
 rules in module_utils/input_rules.py with the host's facts. Reads the host (host_facts, the free
-disk under the build root when vllm_build is checked, and whether its package manager can install
+disk under the build root when vllm_build is checked, the listening sockets and bindable addresses
+when vllm_serve or vllm_gateway is (host_ports), and whether its package manager can install
 the OS packages of build_deps, tcmalloc, python_venv and an enabled vllm_gateway); the one thing it
 may write is apt's package lists, refreshed when the roles would refresh them before installing
 (package_candidates).
@@ -145,6 +146,8 @@ class ActionModule(ActionBase):
         host["facts"] = host_facts
         if "vllm_serve" in roles and host_facts is not None:
             host.update(self._models(roles, variables, host, task_vars))
+        if {"vllm_serve", "vllm_gateway"} & set(roles):
+            host["ports"] = self._ports(variables, task_vars)
         if input_rules.installing_roles(roles, variables):
             host["packages"] = self._packages(roles, variables, host, task_vars)
         return host
@@ -162,6 +165,16 @@ class ActionModule(ActionBase):
         answer = self._module("arm_inference.vllm.package_candidates",
                               {"names": names, "cache_valid_time": lists[2]}, task_vars)
         return {"requests": requests, "answer": answer, "lists": lists}
+
+    def _ports(self, variables, task_vars):
+        """The host's lowest unprivileged port, its listeners and whether the addresses the roles would
+        bind are its own (module host_ports)."""
+        answer = self._module("arm_inference.vllm.host_ports",
+                              {"addresses": input_rules.bind_addresses(variables)}, task_vars)
+        if answer.get("failed"):
+            raise AnsibleActionFail("host_ports: could not read the host's listening sockets: %s"
+                                    % " ".join(str(answer.get("msg", "")).split()))
+        return {key: answer.get(key) for key in ("unprivileged_port_start", "listening", "addresses")}
 
     def _models(self, roles, variables, host, task_vars):
         """vllm_model's declarations and placements, and the files of the local models the instances

@@ -15,6 +15,7 @@ generated from it (tests/unit/input_rules_doc.py, make golden), so the table and
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 
@@ -667,6 +668,79 @@ def vllm_serve_units(variables, host):
     return [error for error in _serve_units(variables, host)[1:] if error]
 
 
+def bind_addresses(variables):
+    """The IP addresses vllm_serve's instances and an enabled vllm_gateway would listen on (as the
+    inventory writes them; the host_ports module leaves out what is not an IP address)."""
+    found = [variables.get("vllm_serve_host")]
+    instances = variables.get("vllm_serve_instances")
+    if isinstance(instances, list):
+        found += [item.get("host") for item in instances if isinstance(item, dict)]
+    if variables.get("vllm_gateway_enabled"):
+        found.append(variables.get("vllm_gateway_address"))
+    return [str(address) for address in dict.fromkeys(found) if address not in (None, "")]
+
+
+def _listener_errors(wanted, ports, ours, needs_unprivileged, service):
+    """InputErrors for [(address, port, address variable, port variable)], one per variable."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import host_ports
+
+    errors = {}
+    for address, port, address_variable, port_variable in wanted:
+        for what, problem, fix in host_ports.bind_problems(address, port, ports, ours, needs_unprivileged, service):
+            variable, got = (address_variable, address) if what == "address" else (port_variable, port)
+            errors.setdefault(variable, InputError(variable, problem, got, fix))
+    return list(errors.values())
+
+
+def vllm_serve_listeners(variables, host):
+    """Each instance's address and port, against what the host answers before the change: the
+    unprivileged port floor (the unit has no CAP_NET_BIND_SERVICE), listeners of processes other than
+    vllm_serve's own instances, addresses that are not the host's."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import UNIT_PREFIX
+
+    units = _serve_units(variables, host)[0] if host.get("ports") else None
+    if not units:
+        return []
+    wanted = []
+    for index, (item, unit) in enumerate(zip(variables["vllm_serve_instances"], units)):
+        variable = "vllm_serve_instances[%d]" % index
+        wanted.append((unit["host"], unit["port"], variable + ".host" if "host" in item else "vllm_serve_host",
+                       variable + ".port" if item.get("port") not in (None, "") else "vllm_serve_port"))
+    return _listener_errors(wanted, host["ports"], lambda unit: unit.startswith(UNIT_PREFIX), True,
+                            "the vllm-serve unit (its CapabilityBoundingSet= is empty)")
+
+
+# The gateway's HAProxy (vllm_gateway's _vllm_gateway_service): the role owns its configuration on a gateway host.
+GATEWAY_SERVICE = "haproxy.service"
+
+
+def vllm_gateway_listeners(variables, host):
+    """The gateway's ports at its address, against listeners of processes other than the gateway's
+    HAProxy and vllm_serve's instances (which move before the gateway does), and an address that is not
+    the host's. HAProxy binds as root (CAP_NET_BIND_SERVICE): a low port is fine."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
+
+    address = variables.get("vllm_gateway_address")
+    if not (variables.get("vllm_gateway_enabled") and host.get("ports")):
+        return []
+    wanted = []
+    # Where each listener binds (module_utils/vllm_gateway.config): the metrics listener at its own address when
+    # set, the peers listener (counters handed over on a reload) on loopback.
+    binds = (("port", address, "vllm_gateway_address"),
+             ("metrics_port", variables.get("vllm_gateway_metrics_address") or address,
+              "vllm_gateway_metrics_address" if variables.get("vllm_gateway_metrics_address") else "vllm_gateway_address"),
+             ("peers_port", "127.0.0.1", "vllm_gateway_peers_port"))
+    for key, bind, address_variable in binds:
+        try:
+            port = vllm_serve.tcp_port(variables.get("vllm_gateway_" + key), "vllm_gateway_" + key)
+            ipaddress.ip_address(str(bind))
+        except (vllm_serve.ServeError, ValueError):
+            return []  # vllm_gateway_settings() says what is wrong
+        wanted.append((str(bind), port, address_variable, "vllm_gateway_" + key))
+    return _listener_errors(wanted, host["ports"], lambda unit: unit == GATEWAY_SERVICE or unit.startswith(
+        vllm_serve.UNIT_PREFIX), False, "HAProxy")
+
+
 def models_settings(variables, host):
     """What serve_units() needs to know of the models: vllm_model's declarations and what it placed
     (models placed later in this run as pending), and the files read from the local ones."""
@@ -899,6 +973,10 @@ RULES = {
          "address (non-loopback only with an API key), no flag or variable the role manages, "
          "--trust-remote-code only through vllm_serve_trust_remote_code, CPU binds and KV cache that fit the "
          "host's NUMA nodes"),
+        (vllm_serve_listeners, "vllm_serve_port, vllm_serve_host, vllm_serve_instances (port, host)",
+         "the host can give every instance its address and port before anything changes: a port at or above "
+         "net.ipv4.ip_unprivileged_port_start (the unit has no CAP_NET_BIND_SERVICE), not held by a process other "
+         "than vllm_serve's own instances (/proc/net/tcp, tcp6), an address of the host"),
     ],
     "vllm_model": [
         (vllm_model_settings, "vllm_model_models, vllm_model_store, vllm_model_keep, vllm_model_min_free_disk_gib",
@@ -924,6 +1002,11 @@ RULES = {
          "metrics listener, >= 1 per source and no more than the listener's, >= 0 requests in flight per key, >= 1 "
          "failed key per source and minute); a client timeout no longer than the response timeout; IP addresses for "
          "both listeners; a .json/.yml file_sd path without '..'; an IP or host name for Prometheus; a self-signed certificate valid > 30 days"),
+        (vllm_gateway_listeners, "vllm_gateway_enabled, vllm_gateway_address, vllm_gateway_port, "
+         "vllm_gateway_metrics_address, vllm_gateway_metrics_port, vllm_gateway_peers_port",
+         "when enabled: the host can give HAProxy its address and ports before anything changes: not held by a "
+         "process other than the gateway's HAProxy or vllm_serve's instances, an address of the host (HAProxy binds "
+         "as root: low ports are fine)"),
         (vllm_gateway_packages, "vllm_gateway_enabled, vllm_gateway_apt_cache_valid_time",
          "when enabled: " + PACKAGES_DEMAND),
     ],

@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 
 import pytest
 
 from harness import NATIVE, REPO_ROOT, Container, playbook_command
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "unit"))
-from bad_inputs import CASES, SECRET, VALID  # noqa: E402
+from bad_inputs import CASES, SECRET, TAKEN_PORT, VALID  # noqa: E402
 import input_rules_doc  # noqa: E402
 
 SITE = str(REPO_ROOT / "playbooks" / "site.yml")
@@ -31,7 +32,17 @@ CHECK_TASK = "Check every role's variables and the host"
 
 @pytest.fixture(scope="module")
 def fresh_host():
-    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=False)
+    # What the host answers for the listener cases (input_rules_doc.bad_inputs_ports): the kernel's default
+    # unprivileged port floor, and a process that is none of ours listening on bad_inputs.TAKEN_PORT.
+    container = Container("localhost/arm-inference/debian12-%s:latest" % NATIVE, systemd=False,
+                          options=("--sysctl", "net.ipv4.ip_unprivileged_port_start=1024"))
+    container.exec("setsid python3 -c 'import socket, time; s = socket.socket(); s.bind((\"0.0.0.0\", %d)); "
+                   "s.listen(); time.sleep(86400)' >/dev/null 2>&1 < /dev/null &" % TAKEN_PORT)
+    listening = ":%04X " % TAKEN_PORT
+    for dummy in range(50):
+        if listening in container.exec("cat /proc/net/tcp").stdout:
+            break
+        time.sleep(0.1)
     yield container
     container.remove()
 

@@ -1,11 +1,13 @@
 """vllm_serve lifecycle on a native systemd container, serving a vllm_build release of the fixture vLLM
 tree (tests/fixtures/vllm_source/README.md says what it stands in for): two instances, a config change
-restarts only its instance, a re-run changes nothing, a removed instance is stopped and deleted, and
-an instance that never becomes healthy fails the play with its journal tail."""
+restarts only its instance, a re-run changes nothing, a removed instance is stopped and deleted; serve.yml
+refuses a privileged port in preflight and puts back what served when a change fails at start; an instance
+that cannot start fails the play at once with its journal's decisive line."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -29,7 +31,8 @@ BETA = {"name": "beta", "omp_threads_bind": "1", "cpu_affinity": "1", "kv_cache_
 
 @pytest.fixture(scope="module")
 def host(prepared_image):
-    container = prepared_host(prepared_image)
+    # The kernel's default floor for unprivileged ports, whatever podman's default for containers is.
+    container = prepared_host(prepared_image, options=("--sysctl", "net.ipv4.ip_unprivileged_port_start=1024"))
     yield container
     container.remove()
 
@@ -83,6 +86,62 @@ def test_instances_restart_alone_rerun_is_idle_and_removal_cleans_up(host, tmp_p
     assert SERVE["vllm_serve_api_key"] not in output
 
 
+SERVE_YML = str(REPO_ROOT / "playbooks" / "serve.yml")
+# serve.yml as an operator runs it for a change of alpha alone (tcmalloc, vllm_model and the gateway run too;
+# this host has no gateway).
+ALPHA_ONLY = dict(SERVE, vllm_serve_instances=[ALPHA], vllm_gateway_enabled=False)
+SERVED = "systemctl show -P MainPID vllm-serve-alpha; md5sum /etc/systemd/system/vllm-serve-alpha.service /etc/vllm-serve/*"
+
+
+def _seconds_since(host, line):
+    """Seconds from the first journal line of vllm-serve-alpha containing `line` to now (the host's clock)."""
+    journal = host.exec("journalctl --no-pager --output=short-unix --unit vllm-serve-alpha.service; date +%s.%N")
+    stamps = [float(entry.split()[0]) for entry in journal.stdout.splitlines() if line in entry]
+    return float(journal.stdout.split()[-1]) - stamps[0]
+
+
+def test_serve_yml_refuses_what_cannot_work_and_puts_back_what_served(host, tmp_path):
+    """serve.yml: a privileged port stops in preflight with nothing changed; an argument the server rejects
+    restarts alpha, fails at its first exit naming argparse's line, and alpha's configuration before the run
+    serves again; a host that served nothing before such a run is told there is nothing to restore."""
+    assert host.exec("systemctl is-active vllm-serve-alpha").stdout.strip() == "active"
+    assert host.exec("cat /proc/sys/net/ipv4/ip_unprivileged_port_start").stdout.strip() == "1024"
+    before = host.exec(SERVED).stdout
+
+    result, output = _run(host, tmp_path, SERVE_YML, dict(ALPHA_ONLY, vllm_serve_port=80))
+    assert result.returncode != 0
+    assert "vllm_serve_port: is below the host's net.ipv4.ip_unprivileged_port_start (1024)" in output, output[-3000:]
+    assert "PLAY [Serve vLLM]" not in output and host.exec(SERVED).stdout == before
+
+    rejected = dict(ALPHA_ONLY, vllm_serve_extra_args=["--seed", "abc"])
+    result, output = _run(host, tmp_path, SERVE_YML, rejected)
+    assert result.returncode != 0
+    # The wait stopped at the server's first exit, not at the health timeout (900 s) or the start limit.
+    assert _seconds_since(host, "invalid int value: 'abc'") < 120
+    # Between two polls systemd may have restarted it up to its start limit (RestartSec=1 here): either way.
+    assert re.search(r"vllm-serve-alpha\.service \(http://127\.0\.0\.1:8000/health\): (its process exited with status 2 "
+                     r"while starting|systemd gave up on it \(result exit-code; its process exited with status 2)",
+                     output), output[-3000:]
+    assert "decisive journal line: api_server.py: error: argument --seed: invalid int value: 'abc'" in output, \
+        output[-3000:]
+    assert "Restored what served before this run, and it answers /health again: the instances " \
+        "vllm-serve-alpha.service" in output, output[-3000:]
+    after = host.exec(SERVED).stdout
+    assert after.split("\n", 1)[1] == before.split("\n", 1)[1] and after.split()[0] not in ("", "0")
+    assert host.exec("python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8000/health\")'"
+                     ).returncode == 0
+    assert SERVE["vllm_serve_api_key"] not in output
+
+    # A host that served nothing before the run.
+    assert host.exec("systemctl stop vllm-serve-alpha && rm /etc/systemd/system/vllm-serve-alpha.service && "
+                     "systemctl daemon-reload").returncode == 0
+    result, output = _run(host, tmp_path, SERVE_YML, rejected)
+    assert result.returncode != 0
+    assert "Nothing served on it before this run (no vllm_serve unit), so there is nothing to restore." in output, \
+        output[-3000:]
+    assert "invalid int value: 'abc'" in output
+
+
 def test_an_instance_that_never_gets_healthy_fails_with_its_journal(host, tmp_path):
     # An empty key file: the launcher refuses to serve unauthenticated, so /health never answers.
     assert host.exec("install -m 0600 /dev/null /etc/vllm-serve-empty-key").returncode == 0
@@ -90,8 +149,10 @@ def test_an_instance_that_never_gets_healthy_fails_with_its_journal(host, tmp_pa
                   vllm_serve_instances=[{"name": "alpha", "model_weights_gib": 0.1}], vllm_serve_health_timeout=5)
     result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", broken)
     assert result.returncode != 0
-    assert "not every instance answered /health within 5 s (vllm_serve_health_timeout)" in output, output[-3000:]
-    assert "vllm-serve-alpha.service" in output and "refusing to start unauthenticated" in output, output[-3000:]
+    # The launcher exits at once: the wait stops there, with its refusal as the decisive line.
+    assert "vllm_serve: not every instance can serve: vllm-serve-alpha.service" in output, output[-3000:]
+    assert "decisive journal line: vllm-serve-launch: an API key is configured" in output, output[-3000:]
+    assert "refusing to start unauthenticated" in output, output[-3000:]
     assert json.dumps(SERVE["vllm_serve_api_key"]) not in output
 
 

@@ -27,6 +27,9 @@ VALID = {
 FOREIGN_WHEEL = str(Path(__file__).resolve().parent / "samples" / "wheel-cache" / "aarch64-dotprod-fp16-bf16-i8mm"
                     / "vllm-0.32.1+cpu-cp311-cp311-linux_aarch64.whl")
 GATEWAY_KEY = {"name": "ops", "key": "g" * 32}
+# On the matrix's host: a port a process that is none of ours listens on, and an address that is not the host's.
+TAKEN_PORT = 9999
+FOREIGN_ADDRESS = "10.9.9.9"
 HUB_MODEL = {"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}
 S3_MODEL = {"name": "tiny", "source": "s3://models/org/tiny", "sha256sums": "SHA256SUMS"}
 
@@ -159,6 +162,10 @@ CASES = [
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),
     ({"vllm_serve_port": "eighty"}, "vllm_serve_port"),
     ({"vllm_serve_host": "0.0.0.0"}, "vllm_serve_host"),
+    # What the host answers before the change: a port below net.ipv4.ip_unprivileged_port_start (the unit
+    # has no CAP_NET_BIND_SERVICE), a port another process holds.
+    ({"vllm_serve_port": 80}, "vllm_serve_port"),
+    ({"vllm_serve_instances": [{"name": "main", "port": TAKEN_PORT}]}, "vllm_serve_instances[0].port"),
     ({"vllm_serve_host": "localhost"}, "vllm_serve_host"),
     ({"vllm_serve_instances": [{"name": "main", "prot": 8001}]}, "vllm_serve_instances[0]"),
     ({"vllm_serve_instances": [{"name": "Bad Name"}]}, "vllm_serve_instances[0].name"),
@@ -259,6 +266,8 @@ CASES = [
     ({"vllm_gateway_self_signed_days": "a year"}, "vllm_gateway_self_signed_days"),
     ({"vllm_gateway_apt_cache_valid_time": "soon"}, "vllm_gateway_apt_cache_valid_time"),
     ({"vllm_gateway_address": "everywhere"}, "vllm_gateway_address"),
+    ({"vllm_gateway_address": FOREIGN_ADDRESS}, "vllm_gateway_address"),
+    ({"vllm_gateway_metrics_port": TAKEN_PORT}, "vllm_gateway_metrics_port"),
     ({"vllm_gateway_enabled": "maybe"}, "vllm_gateway_enabled"),
     ({"vllm_serve_host": "0.0.0.0", "vllm_serve_api_key": SECRET, "vllm_serve_ip_address_allow": ["any"]},
      "vllm_serve_host"),

@@ -106,7 +106,20 @@ def debian12_altra():
             "facts": host_facts.build_host_facts(samples.load_sample("altra-q80-1p")),
             # The valid inventory's model, which vllm_model places later in the run.
             "pending_models": ["tiny"],
-            "package_sources": debian12_package_sources()}
+            "package_sources": debian12_package_sources(),
+            "ports": bad_inputs_ports()}
+
+
+def bad_inputs_ports():
+    """The host_ports module's answer on the preflight matrix's fresh container, where a process of no
+    unit holds port bad_inputs.TAKEN_PORT (test_preflight_matrix.py starts it) and 10.9.9.9 is not an
+    address of the host."""
+    import bad_inputs
+
+    return {"unprivileged_port_start": 1024,
+            "listening": [{"address": "0.0.0.0", "port": bad_inputs.TAKEN_PORT, "uid": 0, "pid": 4242,
+                           "process": "python3", "unit": ""}],
+            "addresses": {bad_inputs.FOREIGN_ADDRESS: "Cannot assign requested address"}}
 
 
 def problems(inventory, host, roles=SITE_ROLES):

@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import subprocess
+import time
 
 import pytest
 
@@ -177,9 +178,44 @@ def test_the_release_loads_its_avx2_kernels_on_an_emulated_avx2_only_cpu(host):
     module_args = {"python": HASWELL_PYTHON, "ops": ["_C.rms_norm", "_C.silu_and_mul"], "host_class": "x86_64-avx2"}
     run = subprocess.run(["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "debian12-amd64-engine",
                           "-m", "arm_inference.vllm.vllm_release_smoke", "-a", json.dumps(module_args), "-o"],
-                         capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+                         capture_output=True, text=True, check=False,
+                         env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     # One line, "<host> | SUCCESS => {...}", possibly followed by a colour reset.
     result = json.JSONDecoder().raw_decode(run.stdout.split("=>", 1)[1].strip())[0]
     assert result["kernels"] == ["_C_AVX2.abi3.so"], result
     assert result["version"] == "0.32.0", result
+
+
+GATEWAY_CHAT = r"""
+import json, httpx, openai
+endpoint = json.load(open("/etc/haproxy/vllm-gateway/endpoints.json"))
+endpoint = endpoint[0] if isinstance(endpoint, list) else endpoint
+key = open(endpoint["api_key_file"]).read().strip()
+client = openai.OpenAI(base_url=endpoint["base_url"] + "/v1", api_key=key,
+                       http_client=httpx.Client(verify=endpoint["ca_file"] or False))
+chat = client.chat.completions.create(model="tiny-llama", max_tokens=8,
+                                      messages=[{"role": "user", "content": "Still there?"}])
+print(json.dumps({"finish": chat.choices[0].finish_reason, "tokens": chat.usage.completion_tokens}))
+"""
+
+
+def test_a_change_that_fails_at_start_is_rolled_back_and_the_gateway_serves_again(host):
+    """serve.yml with an argument vLLM rejects: the health wait stops at the first exit with argparse's line,
+    what served before is put back (units, environment) and serves again, and a chat through the gateway
+    succeeds after the failed run."""
+    files = "md5sum /etc/systemd/system/vllm-serve-*.service /etc/vllm-serve/*.env"
+    before = host.check_output(files)
+    started = time.monotonic()
+    returncode, output = run_playbook("arm_inference.vllm.serve", json.dumps({"vllm_serve_extra_args": ["--seed", "abc"]}))
+    seconds = round(time.monotonic() - started, 1)
+    assert returncode != 0, output[-3000:]
+    # argparse's line, as vLLM's parser words it for its --seed type ("invalid int value: 'abc'" or the like).
+    decisive = output.split("decisive journal line: ", 1)[-1].splitlines()[0]
+    assert "error: argument --seed: invalid" in decisive, output[-3000:]
+    assert "Restored what served before this run" in output, output[-3000:]
+    assert host.check_output(files) == before
+    assert host.check_output("systemctl is-active vllm-serve-main vllm-serve-second").split() == ["active", "active"]
+    answer = json.loads(host.check_output("%s - <<'EOF'\n%sEOF" % (PYTHON, GATEWAY_CHAT)).strip().splitlines()[-1])
+    assert answer["finish"] in ("stop", "length") and answer["tokens"] >= 1, answer
+    write_report("engine-rollback", {"serve_yml_seconds": seconds})

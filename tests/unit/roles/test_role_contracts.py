@@ -139,7 +139,8 @@ def _tasks_in(tasks):
 def test_vllm_serve_writes_its_unit_lookup_and_health_poll_once():
     tasks = [task for path in sorted((ROLES_DIR / "vllm_serve" / "tasks").glob("*.yml")) for task in _tasks(path)]
     lookups = [task for task in tasks if "_vllm_serve_marker" in str(task.get("ansible.builtin.find", ""))]
-    polls = [task for task in tasks if "/health" in str(task.get("ansible.builtin.uri", {}).get("url", ""))]
+    polls = [task for task in tasks if "/health" in str(task.get("ansible.builtin.uri", {}).get("url", ""))
+             or "arm_inference.vllm.vllm_serve_health" in task]
     assert len(lookups) == 1 and len(polls) == 1, (lookups, polls)
 
 
@@ -363,3 +364,22 @@ def test_the_playbooks_wire_build_deps_into_python_venv():
         assert "build_deps_toolchain.venv_requirements" in entry["vars"]["python_venv_toolchain_requirements"]
         roles = [role["role"] for role in play["roles"]]
         assert roles.index("arm_inference.vllm.build_deps") < roles.index("arm_inference.vllm.python_venv")
+
+
+def test_what_site_and_serve_import_from_the_rollout_runs_under_their_role_tags():
+    """site.yml and serve.yml import vllm_rollout's keep and recover under role tags (--tags vllm_serve):
+    every dynamic include those files reach applies "always", or the snapshot and the restore would be
+    skipped while the play still reports what it restored."""
+    for playbook in ("site.yml", "serve.yml"):
+        [play] = [play for play in yaml.safe_load((REPO_ROOT / "playbooks" / playbook).read_text()) if "tasks" in play]
+        imported = [task for task in _tasks_in(play["tasks"]) if task.get("ansible.builtin.import_role", {}).get(
+            "name") == "arm_inference.vllm.vllm_rollout"]
+        assert sorted(task["ansible.builtin.import_role"]["tasks_from"] for task in imported) == ["keep", "recover"]
+        assert all(task.get("tags") for task in imported), playbook
+    recover = _tasks(ROLES_DIR / "vllm_rollout" / "tasks" / "recover.yml")
+    assert not [task for task in recover if "ansible.builtin.include_tasks" in task]
+    for name in ("keep.yml", "back.yml"):
+        for task in _tasks(ROLES_DIR / "vllm_rollout" / "tasks" / name):
+            include = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.include_tasks")
+            if include is not None:
+                assert isinstance(include, dict) and "always" in include.get("apply", {}).get("tags", []), (name, task)

@@ -1,0 +1,130 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: host_ports
+short_description: Read what the host says about the TCP listeners a service could open
+version_added: 0.1.0
+description:
+  - Reads the lowest port an unprivileged process may bind (C(net.ipv4.ip_unprivileged_port_start)), every
+    listening TCP socket (C(/proc/net/tcp), C(/proc/net/tcp6)) with the process and systemd service that hold it,
+    and whether each given address can be bound on the host (a bind to port 0, closed at once).
+  - The preflight (action C(input_check)) runs it for vllm_serve and vllm_gateway, whose rules then refuse a port or
+    address the service could not listen on.
+options:
+  addresses:
+    description: IP addresses to try binding; anything that is not an IP address is left out.
+    type: list
+    elements: str
+    default: []
+author:
+  - Arm Inference maintainers (@arm-inference)
+notes:
+  - Read-only; supports check mode. Run it as root to see the processes of other users' sockets.
+"""
+
+EXAMPLES = r"""
+- name: Read the host's listeners
+  arm_inference.vllm.host_ports:
+    addresses: [127.0.0.1]
+  register: __ports
+"""
+
+RETURN = r"""
+unprivileged_port_start:
+  description: The lowest port a process without C(CAP_NET_BIND_SERVICE) may bind.
+  returned: always
+  type: int
+  sample: 1024
+listening:
+  description: Listening TCP sockets, with C(pid), C(process) and C(unit) where the holder was found.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{address: 0.0.0.0, port: 22, uid: 0, pid: 412, process: sshd, unit: ssh.service}]
+addresses:
+  description: Each given address that cannot be bound, with the reason (addresses that can are absent).
+  returned: always
+  type: dict
+  sample: {10.9.9.9: Cannot assign requested address}
+"""
+
+import ipaddress
+import os
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_ports import (
+    DEFAULT_UNPRIVILEGED_PORT_START,
+    parse_proc_net_tcp,
+    service_of,
+)
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _holders(inodes):
+    """{socket inode: (pid, process name, systemd service)} for the processes we may look into."""
+    found = {}
+    for pid in (name for name in os.listdir("/proc") if name.isdigit()):
+        try:
+            links = os.listdir("/proc/%s/fd" % pid)
+        except OSError:
+            continue
+        for link in links:
+            try:
+                target = os.readlink("/proc/%s/fd/%s" % (pid, link))
+            except OSError:
+                continue
+            if target.startswith("socket:[") and int(target[8:-1]) in inodes and int(target[8:-1]) not in found:
+                found[int(target[8:-1])] = (int(pid), _read("/proc/%s/comm" % pid).strip(),
+                                            service_of(_read("/proc/%s/cgroup" % pid)))
+    return found
+
+
+def _unusable(address):
+    family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.bind((address, 0))
+        return ""
+    except OSError as error:
+        return error.strerror or str(error)
+    finally:
+        sock.close()
+
+
+def main():
+    module = AnsibleModule(argument_spec={"addresses": {"type": "list", "elements": "str", "default": []}},
+                           supports_check_mode=True)
+    start = _read("/proc/sys/net/ipv4/ip_unprivileged_port_start").strip()
+    listening = parse_proc_net_tcp(_read("/proc/net/tcp")) + parse_proc_net_tcp(_read("/proc/net/tcp6"))
+    holders = _holders({entry["inode"] for entry in listening})
+    for entry in listening:
+        pid, process, unit = holders.get(entry.pop("inode"), (None, "", ""))
+        entry.update(pid=pid, process=process, unit=unit)
+    addresses = {}
+    for address in module.params["addresses"]:
+        try:
+            problem = _unusable(address)
+        except ValueError:
+            continue
+        if problem:
+            addresses[address] = problem
+    module.exit_json(changed=False, listening=listening, addresses=addresses,
+                     unprivileged_port_start=int(start) if start.isdigit() else DEFAULT_UNPRIVILEGED_PORT_START)
+
+
+if __name__ == "__main__":
+    main()
