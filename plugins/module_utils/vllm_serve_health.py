@@ -38,8 +38,17 @@ def parse_show(text):
 
 
 def _code_words(state):
-    """How the main process ended, in words (ExecMainCode is a CLD_* number: 1 exited, 2 killed, 3 dumped)."""
+    """How the main process ended, in words (ExecMainCode is a CLD_* number: 1 exited, 2 killed, 3 dumped), a
+    signal by its name (vllm_build's, the same as the release smoke test's) and SIGILL with what it means."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_build import killed_by
+
     code, status = str(state.get("ExecMainCode", "")), str(state.get("ExecMainStatus", ""))
+    if code in ("2", "3") and status.isdigit() and int(status) > 0:
+        signal = killed_by(-int(status))
+        words = "%s %s (%s)" % ("was killed by" if code == "2" else "dumped core on", signal["name"], signal["meaning"])
+        if signal["name"] == "SIGILL":
+            words += ", the release uses CPU instructions this host lacks: build it for this host's class (vllm_build)"
+        return words
     return {"1": "exited with status %s" % status, "2": "was killed by signal %s" % status,
             "3": "dumped core on signal %s" % status}.get(code, "ended (code %s, status %s)" % (code, status))
 

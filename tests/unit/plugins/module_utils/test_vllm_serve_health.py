@@ -56,7 +56,11 @@ def test_a_journal_without_a_cause_names_systemds_first_failure_or_nothing():
     ({"ActiveState": "activating", "SubState": "auto-restart", "Result": "exit-code", "NRestarts": "0",
       "ExecMainCode": "1", "ExecMainStatus": "2"}, "its process exited with status 2 while starting (result exit-code)"),
     ({"ActiveState": "activating", "SubState": "auto-restart", "Result": "signal", "ExecMainCode": "2",
-      "ExecMainStatus": "9"}, "its process was killed by signal 9 while starting"),
+      "ExecMainStatus": "9"}, "its process was killed by SIGKILL (killed, often by the kernel's OOM killer) while starting"),
+    # A release built for another CPU class (issue 26): systemd's signal number, named.
+    ({"ActiveState": "failed", "SubState": "failed", "Result": "core-dump", "NRestarts": "3", "ExecMainCode": "3",
+      "ExecMainStatus": "4"}, "its process dumped core on SIGILL (illegal instruction), the release uses CPU instructions "
+     "this host lacks: build it for this host's class (vllm_build)"),
     ({"ActiveState": "inactive", "SubState": "dead", "Result": "success", "ExecMainCode": "1", "ExecMainStatus": "0"},
      "it is not running (its process exited with status 0)"),
 ])
