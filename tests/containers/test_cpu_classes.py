@@ -17,8 +17,12 @@ import pytest
 import harness
 from stand_ins import isa_release
 
-# The collection as `harness link` exposes it (make setup): the module_utils the module runs, not a copy.
-sys.path.insert(0, str(harness.REPO_ROOT / ".cache" / "collections"))
+# The checkout as ansible_collections.arm_inference.vllm, made importable the way the unit tests and the preflight
+# matrix (in the same pytest process) make it: the module_utils the module runs, not a copy.
+sys.path.insert(0, str(harness.REPO_ROOT / "tests" / "unit"))
+import input_rules_doc  # noqa: E402
+
+input_rules_doc.imports()
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build  # noqa: E402
 
 HASWELL = ["qemu-x86_64-static", "-cpu", "Haswell"]
