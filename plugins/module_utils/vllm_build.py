@@ -19,6 +19,7 @@ import shutil
 from email.parser import HeaderParser
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
+from ansible_collections.arm_inference.vllm.plugins.module_utils.process_signals import killed_by
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_rules import PIP_PIN, requirement_name
 
@@ -568,23 +569,6 @@ def compiler(name, run):
     real = os.path.realpath(found)
     dummy_rc, out, dummy_err = run([real, "-dumpfullversion", "-dumpversion"])
     return "%s %s" % (os.path.basename(real), out.strip())
-
-
-# What a signal that killed a release's Python means for the operator (signal.Signals names, no import of
-# the signal module's platform-dependent numbers: Linux's are the same on x86_64 and aarch64).
-SIGNALS = {4: ("SIGILL", "illegal instruction"), 6: ("SIGABRT", "aborted"), 7: ("SIGBUS", "bus error"),
-           8: ("SIGFPE", "floating-point exception"), 9: ("SIGKILL", "killed, often by the kernel's OOM killer"),
-           11: ("SIGSEGV", "segmentation fault"), 15: ("SIGTERM", "terminated")}
-
-
-def killed_by(rc):
-    """The signal that ended a process from its return code: negative from subprocess/run_command, 128+N from
-    a shell; None when it exited by itself."""
-    if rc is None or rc >= 0 and not 128 < rc <= 128 + 64:
-        return None
-    number = -rc if rc < 0 else rc - 128
-    name, meaning = SIGNALS.get(number, ("signal %d" % number, "killed by a signal"))
-    return {"number": number, "name": name, "meaning": meaning}
 
 
 def crash_message(what, rc, cpu, during=""):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.arm_inference.vllm.plugins.module_utils.process_signals import killed_by
+
 # Properties read with `systemctl show --property=...`.
 UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "NRestarts", "ExecMainCode", "ExecMainStatus")
 # A Python exception line as a traceback ends: "PermissionError: [Errno 13] Permission denied",
@@ -39,9 +41,7 @@ def parse_show(text):
 
 def _code_words(state):
     """How the main process ended, in words (ExecMainCode is a CLD_* number: 1 exited, 2 killed, 3 dumped), a
-    signal by its name (vllm_build's, the same as the release smoke test's) and SIGILL with what it means."""
-    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_build import killed_by
-
+    signal by its name (process_signals, as the release smoke test names it) and SIGILL with what it means."""
     code, status = str(state.get("ExecMainCode", "")), str(state.get("ExecMainStatus", ""))
     if code in ("2", "3") and status.isdigit() and int(status) > 0:
         signal = killed_by(-int(status))

@@ -388,15 +388,8 @@ def test_the_venv_python_and_the_compiler_are_read_from_the_host(tmp_path):
     assert re.fullmatch(re.escape(real) + r" \d+(\.\d+)+", found), found
 
 
-@pytest.mark.parametrize("rc, name", [(-4, "SIGILL"), (132, "SIGILL"), (-11, "SIGSEGV"), (-7, "SIGBUS"), (137, "SIGKILL"),
-                                      (-42, "signal 42")])
-def test_killed_by_reads_subprocess_and_shell_codes(rc, name):
-    assert vllm_build.killed_by(rc)["name"] == name
-
-
 @pytest.mark.parametrize("rc", [0, 1, 2, 127, 128, 255, None])
-def test_an_exit_is_no_signal(rc):
-    assert vllm_build.killed_by(rc) is None
+def test_an_exit_is_no_crash(rc):
     assert vllm_build.crash_message("x", rc, {}) is None
 
 
