@@ -18,9 +18,10 @@ export ARM_INFERENCE_PREPARED_IMAGE := localhost/arm-inference/debian12-$(ARCH)-
 # engine: the real vLLM behind vllm_serve, natively on amd64 (no aarch64 CPU torch is reachable).
 # rolling_update: a rollout that fails on one of three native hosts, from the prepared image.
 MOLECULE_SCENARIOS ?= site engine rolling_update
-# Emulated scenarios (aarch64 under qemu on this x86_64 machine) keep one core busy; the native
-# ones run in a second lane beside them (tests/harness scenarios).
-EMULATED_SCENARIOS := site debian13
+# Two lanes side by side (tests/harness scenarios), of about equal length on 2 cores: the emulated
+# ones (aarch64 under qemu on an x86_64 machine, one core busy) and then rolling_update in the first,
+# engine in the second (check mode, converge, idempotence and the real server: the longest native one).
+FIRST_LANE_SCENARIOS := site debian13 rolling_update
 comma := ,
 empty :=
 space := $(empty) $(empty)
@@ -140,8 +141,8 @@ molecule: setup
 	$(if $(filter rolling_update,$(MOLECULE_SCENARIOS)),$(HARNESS) prepared-image)
 	$(if $(filter engine,$(MOLECULE_SCENARIOS)),$(HARNESS) wheelhouse && $(HARNESS) tiny-model)
 	rm -rf .cache/reports
-	$(HARNESS) scenarios $(call lane,$(filter $(EMULATED_SCENARIOS),$(MOLECULE_SCENARIOS))) \
-		$(call lane,$(filter-out $(EMULATED_SCENARIOS),$(MOLECULE_SCENARIOS)))
+	$(HARNESS) scenarios $(call lane,$(filter $(FIRST_LANE_SCENARIOS),$(MOLECULE_SCENARIOS))) \
+		$(call lane,$(filter-out $(FIRST_LANE_SCENARIOS),$(MOLECULE_SCENARIOS)))
 	for report in .cache/reports/*.json; do [ -e "$$report" ] && echo "[report] $$report: $$(cat $$report)"; done; true
 
 # Stages in order, each timed, stopping at the first failure.

@@ -649,14 +649,6 @@ def _serve_units(variables, host):
         return [], None
     settings = serve_settings(variables, **models_settings(variables, host))
     instances = variables.get("vllm_serve_instances")
-    pending = host.get("pending_models") or ()
-    if isinstance(instances, list):
-        # A model vllm_model places later in this run is not on the host yet, so nothing can weigh it
-        # here: vllm_model checks it fits before the download, vllm_serve's own check weighs its files.
-        instances = [dict(item, model_weights_gib=0) if isinstance(item, dict) and item.get(
-            "model", variables.get("vllm_serve_model")) in pending and not any(
-            item.get(key) not in (None, "") for key in ("model_weights_gib", "model_params_billion")) else item
-            for item in instances]
     try:
         return vllm_serve.serve_units(facts, instances, settings), None
     except (vllm_serve.ServeError, HostFactsError) as error:

@@ -29,6 +29,8 @@ TUNING_KEYS = ("tensor_parallel_size", "omp_threads_bind", "kv_cache_gib", "dtyp
 SERVE_KEYS = ("name", "model", "served_model_name", "host", "port", "max_model_len", "max_num_batched_tokens",
               "max_num_seqs", "block_size", "extra_args", "environment", "cpu_affinity")
 INSTANCE_KEYS = SERVE_KEYS + TUNING_KEYS
+# What sizes a model without reading it (vllm_tuning.model_weights_gib).
+SIZE_KEYS = ("model_weights_gib", "model_params_billion")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 # A hub id names its organisation: a bare word is far more likely a model declared in
 # vllm_model_models under another name than one of the hub's few legacy unprefixed ids.
@@ -181,9 +183,10 @@ def _model_summary(model, item, variable, model_info):
     if summary:
         return summary
     error = (info.get("errors") or {}).get(model["path"]) or "it was not read (vllm_model_info did not run on it)"
-    sized = any(item.get(key) not in (None, "") for key in ("model_weights_gib", "model_params_billion"))
-    # A model this run's vllm_model places later (the preflight play) is weighed by the size given.
-    if sized and (model["kind"] == "path" or model.get("pending")):
+    sized = any(item.get(key) not in (None, "") for key in SIZE_KEYS)
+    # A model not on the host yet (this run's vllm_model places it later, or check mode only said it would)
+    # is weighed by the size given, if any (serve_units); vllm_model checks it fits before the download.
+    if model.get("pending") or (sized and model["kind"] == "path"):
         return None
     _refuse(variable, "the model directory cannot be read: %s" % " ".join(str(error).split()), model["path"],
             "run the vllm_model role again to place it" if model["kind"] == "placed"
@@ -350,6 +353,8 @@ def serve_units(facts, instances, settings):
         entry = {key: item[key] for key in TUNING_KEYS if key in item}
         entry["model_label"] = model.get("name") or model.get("path") or model.get("id")
         entry["model_summary"] = _model_summary(model, item, _model_variable(item, index), merged["model_info"])
+        if model.get("pending") and not any(item.get(key) not in (None, "") for key in SIZE_KEYS):
+            entry["model_weights_gib"] = 0
         tuning.append(entry)
     try:
         profiles = serve_profile(facts, tuning, merged["reserved_cpus_per_rank"], merged["kv_cache_min_gib"],

@@ -476,6 +476,9 @@ class Store:
         result.pop("_record", None)
         result["revision"] = revision
         result["placed"] = store_rules.placed_fact(self.root, self.name, record, previous)
+        if self.module.check_mode and not os.path.isdir(os.path.join(self.dir, revision)):
+            # Check mode placed nothing: vllm_serve must not read (or refuse) a directory a real run would have.
+            result["placed"]["pending"] = True
         return result
 
 

@@ -200,6 +200,21 @@ def test_a_placed_model_is_served_from_its_verified_directory_offline():
     assert "VLLM_CPU_KVCACHE_SPACE" not in unit["environment"]
 
 
+def test_a_model_not_on_the_host_yet_is_weighed_by_its_given_size_or_not_at_all():
+    """A pending model (placed later in this run, or check mode only said it would be) has no directory
+    to read: unsized, it is not weighed (vllm_model checks it fits); sized, by the size given."""
+    c8g = build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge"))
+    pending = {"llama": dict(PLACED["llama"], pending=True)}
+    settings = {"declared_models": DECLARED, "placed_models": pending, "model_info": {"models": {}, "errors": {}}}
+    [unit] = serve_units(c8g, [{"model": "llama"}], settings)
+    assert unit["profile"]["model_weights_gib"] == 0 and unit["arguments"][:2] == ["--model", PLACED_PATH]
+    [sized] = serve_units(c8g, [{"model": "llama", "model_weights_gib": 15}], settings)
+    assert sized["profile"]["model_weights_gib"] == 15
+    # Placed (not pending) and unreadable: refused, as before.
+    with pytest.raises(ServeError, match="the model directory cannot be read"):
+        serve_units(c8g, [{"model": "llama"}], dict(settings, placed_models=PLACED))
+
+
 def test_a_revision_switch_changes_the_unit():
     """vllm_model publishes each revision's own directory: the unit names it, so a new revision
     changes the unit and the role restarts the server onto the new weights."""

@@ -124,3 +124,26 @@ def test_a_lost_state_file_never_deletes_what_is_serving_or_what_the_operator_pu
     assert again.get("failed") is not True and again["changed"], again
     assert sorted(os.listdir(model_dir)) == sorted([".state.json", "backup", "current", "notes.txt", second,
                                                     third["revision"]])
+
+
+def test_check_mode_marks_a_revision_it_did_not_place_as_pending(capsys, tmp_path):
+    """vllm_serve then weighs it by the size given instead of refusing a directory a real run would have
+    (site.yml --check on a fresh host stopped there)."""
+    first = place(capsys, tmp_path, seed=1)
+    assert "pending" not in first["placed"]
+    source = tmp_path / "controller-2"
+    write_tiny_model(str(source), seed=2)
+    common = {"store": str(tmp_path / "store"), "name": "tiny", "source": "controller://%s" % source,
+              "_ansible_check_mode": True}
+    manifest = run_module(capsys, action="manifest", **common)
+    plan = run_module(capsys, action="plan", revision=manifest["revision"], manifest=manifest["manifest"],
+                      min_free_disk_gib=0, **common)
+    would = run_module(capsys, action="place", revision=manifest["revision"], manifest=manifest["manifest"],
+                       staged=plan["staging"], min_free_disk_gib=0, **common)
+    assert would["changed"] and would["placed"]["pending"] is True
+    assert not os.path.exists(would["placed"]["revision_path"]) and current(tmp_path) == first["revision"]
+    # A revision already placed is not pending in check mode either.
+    again = run_module(capsys, action="place", revision=first["revision"], manifest=manifest["manifest"],
+                       staged=plan["staging"], min_free_disk_gib=0,
+                       **dict(common, source="controller://%s" % (tmp_path / "controller-1")))
+    assert "pending" not in again["placed"]
