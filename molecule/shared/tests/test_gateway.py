@@ -29,8 +29,8 @@ pytestmark = only_in_scenario("engine", "only the engine scenario runs the real 
 PYTHON = "/opt/vllm/current/venv/bin/python"
 INSTANCES = ("main", "second")
 CERTIFICATE = "/etc/haproxy/vllm-gateway/self-signed.crt"
-# The inventory's key for the client, on the host only while these tests run (/run: outside what they search).
-CLIENT_KEY = "/run/gateway-client.key"
+# The inventory's key for the client, on the host only while these tests run (/var/tmp: outside what they search).
+CLIENT_KEY = "/var/tmp/gateway-client.key"
 CLIENT = r"""
 import asyncio, json, sys
 import httpx, openai
