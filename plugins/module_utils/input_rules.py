@@ -999,7 +999,8 @@ RULES = {
          "vllm_gateway_peers_port, vllm_gateway_file_sd_path, vllm_gateway_metrics_target_host, "
          "vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
          "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
-         "without spaces and with enough entropy (as vllm_serve_api_key's); both or neither of certificate and key (controller files exist); CIDR metrics networks; "
+         "without spaces and with enough entropy (as vllm_serve_api_key's); both or neither of certificate and key "
+         "(controller files exist); CIDR metrics networks; "
          "OpenAI inference routes (others by name in the extra routes), none of vLLM's private ones; ports that are "
          "not an instance's or each other's; instances "
          "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections (>= 4 on the "
