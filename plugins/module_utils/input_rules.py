@@ -21,6 +21,7 @@ import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.arm_inference.vllm.plugins.module_utils.api_keys import WEAK_KEY_FIX, WEAK_KEY_PROBLEM, weak_key
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import HostFactsError
 from ansible_collections.arm_inference.vllm.plugins.module_utils import input_message as _message
 
@@ -633,6 +634,8 @@ def vllm_serve_api_key(variables, host):
         errors.append(InputError("vllm_serve_api_key", "contains control characters or surrounding spaces (a newline "
                                  "would split the credential)", None, "use a key of printable characters",
                                  show_got=False))
+    elif key and weak_key(key):
+        errors.append(InputError("vllm_serve_api_key", WEAK_KEY_PROBLEM, None, WEAK_KEY_FIX, show_got=False))
     if key_file and (not key_file.startswith("/") or has_control_characters(key_file)):
         errors.append(InputError("vllm_serve_api_key_file", "must be an absolute path on the host", key_file,
                                  "give the path of a file that holds the key"))
@@ -959,7 +962,8 @@ RULES = {
          "vllm_serve_limit_nofile, vllm_serve_min_version, vllm_serve_venv_path",
          "non-root accounts, >= 1 s, >= 1, a systemd time span, >= 5 s, >= 1024, a release number, an absolute path"),
         (vllm_serve_api_key, "vllm_serve_api_key, vllm_serve_api_key_file",
-         "one of the two; a key of printable characters; an absolute key file path"),
+         "one of the two; a key of printable characters with enough entropy (no repeated pattern, 8 or more different "
+         "characters, an estimated 64 bits or more); an absolute key file path"),
         (vllm_serve_units, SERVE_UNITS_READS,
          "every unit the host would get can be computed: a model per instance, unique names and ports, a bind "
          "address (non-loopback only with an API key), no flag or variable the role manages, "
@@ -987,7 +991,8 @@ RULES = {
          "vllm_gateway_peers_port, vllm_gateway_file_sd_path, vllm_gateway_metrics_target_host, "
          "vllm_gateway_self_signed_days; for the instances it fronts: " + SERVE_UNITS_READS,
          "when enabled: at least one named key, names and keys unique, keys of 16 or more printable characters "
-         "without spaces; both or neither of certificate and key (controller files exist); CIDR metrics networks; "
+         "without spaces and with enough entropy (as vllm_serve_api_key's); both or neither of certificate and key "
+         "(controller files exist); CIDR metrics networks; "
          "OpenAI inference routes (others by name in the extra routes), none of vLLM's private ones; ports that are "
          "not an instance's or each other's; instances "
          "on loopback serving one model; limits >= 0 per minute, >= 1 MiB, >= 1 s, >= 16 connections (>= 4 on the "

@@ -15,6 +15,7 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from ansible_collections.arm_inference.vllm.plugins.module_utils.api_keys import WEAK_KEY_FIX, WEAK_KEY_PROBLEM, key_digest, weak_key
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import ServeError, local_address, tcp_port
 
@@ -100,6 +101,8 @@ def key_problems(keys, variable="vllm_gateway_api_keys"):
         elif len(key) < KEY_MIN_LENGTH:
             problems.append(_problem(where + ".key", "is shorter than %d characters" % KEY_MIN_LENGTH, None,
                                      "use a random key, e.g. from `openssl rand -hex 32`", show_got=False))
+        elif weak_key(key):
+            problems.append(_problem(where + ".key", WEAK_KEY_PROBLEM, None, WEAK_KEY_FIX, show_got=False))
         elif key in seen:
             problems.append(_problem(where + ".key", "is the same key as %s[%d]" % (variable, seen[key]), None,
                                      "give every client its own key", show_got=False))
@@ -322,10 +325,11 @@ def gateway_config(endpoints, settings):
 
 
 def client_key_map(keys, probe_key=""):
-    """The lines of the map file HAProxy looks a client's key up in: `<key> <name>`; the role's own
-    probe key (made on the host, for its checks and smoke.yml) under PROBE_NAME."""
+    """The lines of the map file HAProxy looks a client's key up in: `<SHA-256 of the key, hex> <name>`,
+    never the key itself (haproxy.cfg.j2 looks up the digest of the key a client presents); the role's
+    own probe key (made on the host, for its checks and smoke.yml) under PROBE_NAME."""
     entries = list(keys) + ([{"key": probe_key.strip(), "name": PROBE_NAME}] if probe_key.strip() else [])
-    return "".join("%s %s\n" % (entry["key"], entry["name"]) for entry in entries)
+    return "".join("%s %s\n" % (key_digest(entry["key"]), entry["name"]) for entry in entries)
 
 
 def gateway_endpoint(settings, ca_file, probe_key_file):

@@ -13,7 +13,7 @@ ROLE_VARS = {
     "python_venv": {"python_venv_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt"},
     # The gateway alone on a host vllm_serve has not reached: its rules see the instance it would front.
     "vllm_gateway": {"vllm_serve_model": "/srv/models/m", "vllm_serve_instances": [{"name": "main", "model_weights_gib": 1}],
-                     "vllm_gateway_api_keys": [{"name": "ops", "key": "g" * 32}]},
+                     "vllm_gateway_api_keys": [{"name": "ops", "key": "941eeb2bdf0cb3dc6c976db09ca92cc3"}]},
 }
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# Never shown: a case that puts it in a value checks that no message or log repeats it.
-SECRET = "s3cr3t-token"
+# Never shown: a case that puts it in a value checks that no message or log repeats it. Random enough
+# to pass the key rules (api_keys.weak_key), so a case that gives it as a key fails for its own reason.
+SECRET = "s3cr3t-token-5b1e7a9c40"
 
 # What every case starts from: a valid inventory for the test hosts (Debian 12 on this machine's
 # architecture; its GCC 12.2 is below the x86_64 floor, which only warns here).
@@ -22,11 +23,11 @@ VALID = {
     "vllm_model_models": [{"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}],
     "vllm_serve_model": "tiny",
     "build_deps_compiler_floor_policy": "warn",
-    "vllm_gateway_api_keys": [{"name": "ops", "key": "g" * 32}],
+    "vllm_gateway_api_keys": [{"name": "ops", "key": "2ba29005de82f11a6fb80e4398ee5b83"}],
 }
 FOREIGN_WHEEL = str(Path(__file__).resolve().parent / "samples" / "wheel-cache" / "aarch64-dotprod-fp16-bf16-i8mm"
                     / "vllm-0.32.1+cpu-cp311-cp311-linux_aarch64.whl")
-GATEWAY_KEY = {"name": "ops", "key": "g" * 32}
+GATEWAY_KEY = VALID["vllm_gateway_api_keys"][0]
 # On the matrix's host: a port a process that is none of ours listens on, and an address that is not the host's.
 TAKEN_PORT = 9999
 FOREIGN_ADDRESS = "10.9.9.9"
@@ -195,6 +196,8 @@ CASES = [
     ({"vllm_serve_environment": {"bad name": "1"}}, "vllm_serve_environment"),
     ({"vllm_serve_api_key": SECRET, "vllm_serve_api_key_file": "/etc/key"}, "vllm_serve_api_key"),
     ({"vllm_serve_api_key": SECRET + "\nExecStartPre=/bin/sh"}, "vllm_serve_api_key"),
+    ({"vllm_serve_api_key": "x" * 32}, "vllm_serve_api_key"),
+    ({"vllm_serve_api_key": "password1234"}, "vllm_serve_api_key"),
     ({"vllm_serve_api_key_file": "relative/key"}, "vllm_serve_api_key_file"),
     ({"vllm_serve_api_key_transport": "env"}, "vllm_serve_api_key_transport"),
     ({"vllm_serve_start_limit_interval": "soon"}, "vllm_serve_start_limit_interval"),
@@ -221,11 +224,17 @@ CASES = [
     # vllm_gateway
     ({"vllm_gateway_api_keys": []}, "vllm_gateway_api_keys"),
     ({"vllm_gateway_api_keys": [{"name": "ops", "key": ""}]}, "vllm_gateway_api_keys[0].key"),
-    ({"vllm_gateway_api_keys": [GATEWAY_KEY, {"name": "ci", "key": "g" * 32}]}, "vllm_gateway_api_keys[1].key"),
-    ({"vllm_gateway_api_keys": [GATEWAY_KEY, {"name": "ops", "key": "h" * 32}]}, "vllm_gateway_api_keys[1].name"),
+    ({"vllm_gateway_api_keys": [GATEWAY_KEY, dict(GATEWAY_KEY, name="ci")]}, "vllm_gateway_api_keys[1].key"),
+    ({"vllm_gateway_api_keys": [GATEWAY_KEY, {"name": "ops", "key": "015eb65aa424db0b6fadcf4c37dc40e3"}]},
+     "vllm_gateway_api_keys[1].name"),
     ({"vllm_gateway_api_keys": [{"name": "ops", "key": "short"}]}, "vllm_gateway_api_keys[0].key"),
     ({"vllm_gateway_api_keys": [{"name": "ops", "key": "g" * 20 + "\nh"}]}, "vllm_gateway_api_keys[0].key"),
-    ({"vllm_gateway_api_keys": [{"name": "arm-inference-probe", "key": "g" * 32}]}, "vllm_gateway_api_keys[0].name"),
+    # Long enough, but guessable: one character repeated, a two-letter alphabet, a repeated word.
+    ({"vllm_gateway_api_keys": [{"name": "ops", "key": "g" * 32}]}, "vllm_gateway_api_keys[0].key"),
+    ({"vllm_gateway_api_keys": [{"name": "ops", "key": "0110100110010110" * 4}]}, "vllm_gateway_api_keys[0].key"),
+    ({"vllm_gateway_api_keys": [GATEWAY_KEY, {"name": "ci", "key": "changeme-" * 4}]}, "vllm_gateway_api_keys[1].key"),
+    ({"vllm_gateway_api_keys": [{"name": "arm-inference-probe", "key": "f7b0626a65700b082e4f62bbbf66c766"}]},
+     "vllm_gateway_api_keys[0].name"),
     ({"vllm_gateway_api_keys": "ops"}, "vllm_gateway_api_keys"),
     ({"vllm_gateway_tls_certificate": "/etc/ssl/gateway.crt", "vllm_gateway_tls_source": "host"},
      "vllm_gateway_tls_key"),

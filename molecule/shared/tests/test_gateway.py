@@ -2,18 +2,22 @@
 real vLLM instances on 127.0.0.1 (molecule/engine/host_vars), reached the way a client reaches it.
 
 The client runs inside the container with the vLLM venv's official `openai` package over TLS,
-verified against the self-signed certificate the role made; it reads its key from the gateway's
-root-only key map, so the key never travels on a command line. Figures are printed, not asserted.
+verified against the self-signed certificate the role made; it reads the inventory's key
+(inventories/local) from a root-only file podman copies in, so the key never travels on a command
+line (the host itself holds only the key's digest). Figures are printed, not asserted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import subprocess
 import uuid
 
 import pytest
+import yaml
 
 import test_site
 from serve_checks import only_in_scenario, run_playbook, write_report
@@ -25,12 +29,13 @@ pytestmark = only_in_scenario("engine", "only the engine scenario runs the real 
 PYTHON = "/opt/vllm/current/venv/bin/python"
 INSTANCES = ("main", "second")
 CERTIFICATE = "/etc/haproxy/vllm-gateway/self-signed.crt"
+# The inventory's key for the client, on the host only while these tests run (/var/tmp: outside what they search).
+CLIENT_KEY = "/var/tmp/gateway-client.key"
 CLIENT = r"""
 import asyncio, json, sys
 import httpx, openai
 
-keys = dict(reversed(line.split()) for line in open("/etc/haproxy/vllm-gateway/clients.map") if line.strip())
-key = keys["local"]
+key = open(sys.argv[3]).read().strip()
 base = "https://127.0.0.1:8443/v1"
 marker = sys.argv[1]
 result = {}
@@ -71,11 +76,29 @@ def _requests_served(host, name):
                if line.startswith("vllm:request_success_total"))
 
 
+def inventory_keys():
+    """The scenario's client keys, as the inventory lists them (molecule.yml links inventories/local/group_vars)."""
+    path = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "inventories", "local", "group_vars", "all", "main.yml")
+    with open(path, encoding="utf-8") as variables:
+        return {entry["name"]: entry["key"] for entry in yaml.safe_load(variables)["vllm_gateway_api_keys"]}
+
+
 @pytest.fixture(scope="module")
-def gateway_result(host):
+def client_key(host, tmp_path_factory):
+    """CLIENT_KEY on the host, copied by podman from a root-only file: the key is on no command line."""
+    key_file = tmp_path_factory.mktemp("client") / "gateway-client.key"
+    key_file.touch(mode=0o600)
+    key_file.write_text(inventory_keys()["local"] + "\n")
+    subprocess.run(["podman", "cp", str(key_file), "%s:%s" % (host.backend.name, CLIENT_KEY)], check=True)
+    yield CLIENT_KEY
+    host.run("rm -f %s" % CLIENT_KEY)
+
+
+@pytest.fixture(scope="module")
+def gateway_result(host, client_key):
     before = {name: _requests_served(host, name) for name in INSTANCES}
     marker = uuid.uuid4().hex
-    output = host.check_output("%s - %s %s <<'EOF'\n%sEOF" % (PYTHON, marker, CERTIFICATE, CLIENT))
+    output = host.check_output("%s - %s %s %s <<'EOF'\n%sEOF" % (PYTHON, marker, CERTIFICATE, client_key, CLIENT))
     result = json.loads(output.strip().splitlines()[-1])
     result["marker"] = marker
     result["served"] = {name: _requests_served(host, name) - before[name] for name in INSTANCES}
@@ -108,9 +131,22 @@ def test_a_wrong_key_gets_401_from_the_gateway_without_reaching_vllm(host, gatew
         assert marker not in host.check_output("journalctl --no-pager -u vllm-serve-%s.service" % name), name
 
 
+def test_the_host_holds_digests_of_the_client_keys_never_the_keys(host, gateway_result, client_key):
+    """prepare.yml left the raw keys in the key map, as earlier versions wrote it; converge replaced them."""
+    assert gateway_result["batch_ok"] == 8  # the key opened the door
+    probe = host.check_output("cat /etc/haproxy/vllm-gateway/probe.key").strip()
+    expected = sorted("%s %s" % (hashlib.sha256(key.encode()).hexdigest(), name)
+                      for name, key in dict(inventory_keys(), **{"arm-inference-probe": probe}).items())
+    assert sorted(host.check_output("cat /etc/haproxy/vllm-gateway/clients.map").splitlines()) == expected
+    search = "grep -rlF -f %s %%s" % client_key
+    assert host.check_output(search % client_key) == client_key  # the search finds the key where it is
+    found = host.run(search % "/etc /root /var/lib/haproxy")
+    assert found.rc == 1 and found.stdout == "", found.stdout
+
+
 def test_no_key_in_the_gateway_log_or_processes(host, gateway_result):
     assert gateway_result["batch_ok"] == 8  # the keys were in use
-    keys = [line.split()[0] for line in host.check_output("cat /etc/haproxy/vllm-gateway/clients.map").splitlines()]
+    keys = list(inventory_keys().values()) + [host.check_output("cat /etc/haproxy/vllm-gateway/probe.key").strip()]
     keys.append(host.check_output("cat /etc/vllm-serve/api_key").strip())
     texts = host.check_output("journalctl --no-pager -u haproxy.service; systemctl show haproxy.service; "
                               "cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' ' '; true")

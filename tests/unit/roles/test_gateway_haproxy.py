@@ -9,6 +9,7 @@ sources. Each probe says what it proves; docs/gateway.md states the limits these
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
@@ -28,14 +29,16 @@ import h2.events
 import h2.exceptions
 import jinja2
 import pytest
+import yaml
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_gateway
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "roles" / "vllm_gateway" / "templates" / "haproxy.cfg.j2"
 STAND_IN = ROOT / "tests" / "stand_ins" / "openai_upstream.py"
-KEY = "k" * 8 + "0123456789abcdef"
-RATE_KEY = "r" * 8 + "0123456789abcdef"
+SELF_SIGNED_TASKS = ROOT / "roles" / "vllm_gateway" / "tasks" / "self_signed.yml"
+KEY = "6c7c6b5e209c56001c0f83c2c0bd64ab"
+RATE_KEY = "f7b0626a65700b082e4f62bbbf66c766"
 UPSTREAM_KEY = "u" * 24
 ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/models"]
 # The role's settings with the probes' short timeouts and small limits.
@@ -68,14 +71,36 @@ def render(directory, settings, endpoints):
         [{"name": "ops", "key": KEY}, {"name": "rate", "key": RATE_KEY}]))
     (directory / "upstream.map").write_text("vllm %s\n" % UPSTREAM_KEY)
     if not (directory / "gateway.pem").exists():
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                        "-keyout", directory / "key.pem", "-out", directory / "cert.pem", "-days", "2",
-                        "-subj", "/CN=gateway.test", "-addext", "subjectAltName=IP:127.0.0.1"],
-                       check=True, capture_output=True)
+        make_self_signed(directory)
         (directory / "gateway.pem").write_text((directory / "cert.pem").read_text() + (directory / "key.pem").read_text())
     path = directory / "haproxy.cfg"
     path.write_text(text)
     return path
+
+
+def _self_signed_task(name):
+    """One task of the role's tasks/self_signed.yml: its command line and its condition, as the role has them."""
+    return next(task for task in yaml.safe_load(SELF_SIGNED_TASKS.read_text()) if task["name"] == name)
+
+
+def _self_signed_values(directory, days):
+    return {"vllm_gateway_self_signed_days": days, "inventory_hostname": "gateway.test",
+            "__vllm_gateway_san": vllm_gateway.certificate_names(["gateway.test", "localhost"], ["127.0.0.1", "::1"]),
+            "_vllm_gateway_self_signed_key": str(directory / "key.pem"),
+            "_vllm_gateway_self_signed_certificate": str(directory / "cert.pem")}
+
+
+def _role_command(task_name, directory, days=2):
+    """The argv of the role's command task, rendered with a test host's values."""
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    return [environment.from_string(str(part)).render(**_self_signed_values(directory, days))
+            for part in _self_signed_task(task_name)["ansible.builtin.command"]["argv"]]
+
+
+def make_self_signed(directory, days=2):
+    """cert.pem and key.pem in directory, made by the role's own openssl command (tasks/self_signed.yml)."""
+    subprocess.run(_role_command("Make the self-signed certificate and key", directory, days), check=True,
+                   capture_output=True)
 
 
 def _settings(**changes):
@@ -139,9 +164,9 @@ class Gateway:
         raise AssertionError("HAProxy did not answer /health 200: %s" % self.process.stderr.read())
 
     def context(self):
-        context = ssl.create_default_context(cafile=self.cafile)
-        context.check_hostname = False
-        return context
+        """What a client does with the role's self-signed certificate (vllm_chat_load, the engine tests, curl
+        --cacert): it is the CA file, and the name checked is the address connected to (127.0.0.1)."""
+        return ssl.create_default_context(cafile=self.cafile)
 
     def request(self, method, path, key=KEY, source="127.0.0.1", body=None, headers=None, timeout=15):
         connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context(),
@@ -160,7 +185,7 @@ class Gateway:
         raw = socket.create_connection(("127.0.0.1", self.port), timeout=15, source_address=(source, 0))
         context = self.context()
         context.set_alpn_protocols(list(alpn))
-        return context.wrap_socket(raw)
+        return context.wrap_socket(raw, server_hostname="127.0.0.1")
 
     def upstream_requests(self, marker):
         with socket.create_connection(("127.0.0.1", self.upstream_port)) as raw:
@@ -439,6 +464,26 @@ def test_only_a_bearer_key_is_a_key_and_wrong_keys_are_throttled_per_source(gate
     assert gateway.upstream_requests("probe=bare") == gateway.upstream_requests("probe=basic") == []
 
 
+def test_the_host_holds_only_key_digests_and_only_the_whole_key_opens(gateway):
+    # Every file the role renders for HAProxy: no client key in any of them (vLLM's own key is in upstream.map).
+    for path in gateway.directory.iterdir():
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert KEY not in text and RATE_KEY not in text, path.name
+    lines = (gateway.directory / "clients.map").read_text().splitlines()
+    assert lines == ["%s ops" % hashlib.sha256(KEY.encode()).hexdigest(),
+                     "%s rate" % hashlib.sha256(RATE_KEY.encode()).hexdigest()]
+    assert gateway.request("GET", "/v1/models?probe=whole-key", source="127.0.0.31")[0] == 200
+    # One source each, so that the failed-key throttle (5 a minute) answers none of them.
+    refused = {"another key": "941eeb2bdf0cb3dc6c976db09ca92cc3", "a prefix": KEY[:-1], "a suffix": KEY[1:],
+               "the key and more": KEY + "0", "the key in capitals": KEY.upper(),
+               "the digest from a leaked map file": lines[0].split()[0]}
+    statuses = {what: gateway.request("GET", "/v1/models?probe=not-the-key", key=key, source="127.0.0.%d" % (50 + index))[0]
+                for index, (what, key) in enumerate(sorted(refused.items()))}
+    assert statuses == dict.fromkeys(refused, 401), statuses
+    assert gateway.upstream_requests("probe=not-the-key") == []
+
+
 def test_client_headers_vllm_trusts_never_reach_it(gateway):
     spoofed = {"X-Forwarded-For": "203.0.113.9", "Forwarded": "for=203.0.113.9", "X-Request-Id": "chosen-by-client",
                "X-data-parallel-rank": "1", "X-Real-IP": "203.0.113.9"}
@@ -497,3 +542,56 @@ def test_a_tls_1_3_only_gateway_refuses_tls_1_2(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_the_self_signed_certificate_is_a_leaf_clients_accept_as_their_ca_file(gateway, tmp_path):
+    """The role's openssl command (tasks/self_signed.yml) made the certificate the gateway fixture serves; every
+    probe above verified it as its CA file with Python's ssl. It cannot vouch for another name."""
+    text = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", gateway.cafile], capture_output=True, text=True,
+                          check=True).stdout
+    extensions = " ".join(text.split("X509v3 extensions:")[1].split())
+    assert "X509v3 Basic Constraints: critical CA:FALSE" in extensions, extensions
+    assert "X509v3 Key Usage: critical Digital Signature X509v3" in extensions, extensions
+    assert "X509v3 Extended Key Usage: TLS Web Server Authentication" in extensions, extensions
+    assert "IP Address:127.0.0.1" in extensions and "DNS:gateway.test" in extensions
+    # curl, as an operator checks the gateway: the name it connects to is checked against the certificate.
+    curl = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", gateway.cafile,
+                           "https://127.0.0.1:%d/health" % gateway.port], capture_output=True, text=True, check=False)
+    assert curl.stdout == "200", curl.stderr
+    # Its key signs a certificate for another name: a client that trusts the gateway's certificate refuses it.
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-subj", "/CN=bank.example", "-keyout", tmp_path / "other.key", "-out", tmp_path / "other.csr"],
+                   check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", tmp_path / "other.csr", "-CA", gateway.cafile,
+                    "-CAkey", gateway.directory / "key.pem", "-days", "1", "-out", tmp_path / "other.crt"],
+                   check=True, capture_output=True)
+    verify = subprocess.run(["openssl", "verify", "-CAfile", gateway.cafile, tmp_path / "other.crt"],
+                            capture_output=True, text=True, check=False)
+    assert verify.returncode != 0 and "invalid CA certificate" in verify.stdout + verify.stderr, verify
+
+
+def _renewal_wanted(directory):
+    """Whether the role would make the self-signed pair in directory again: its check command and the make task's
+    condition, as tasks/self_signed.yml has them (the certificate's names unchanged)."""
+    check = subprocess.run(_role_command("Check the self-signed certificate's remaining validity and that it is no CA",
+                                         directory), capture_output=True, text=True, check=False)
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.tests["changed"] = lambda result: result["changed"]
+    condition = environment.compile_expression(_self_signed_task("Make the self-signed certificate and key")["when"])
+    return bool(condition(__vllm_gateway_validity={"rc": check.returncode, "stdout": check.stdout},
+                          __vllm_gateway_san_file={"changed": False}))
+
+
+def test_a_ca_certificate_an_earlier_version_made_is_made_again_as_a_leaf(tmp_path):
+    # What the role made before: a CA that could sign for any name.
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "400", "-subj", "/CN=gateway.test", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,digitalSignature,keyCertSign",
+                    "-addext", "extendedKeyUsage=serverAuth", "-keyout", tmp_path / "key.pem", "-out", tmp_path / "cert.pem"],
+                   check=True, capture_output=True)
+    assert _renewal_wanted(tmp_path)
+    make_self_signed(tmp_path, days=400)
+    assert not _renewal_wanted(tmp_path)
+    # A leaf close to its end is made again too (2 days left, 30 wanted).
+    make_self_signed(tmp_path, days=2)
+    assert _renewal_wanted(tmp_path)

@@ -9,7 +9,7 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_gat
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import serve_units
 
 SETTINGS = {"enabled": True, "address": "0.0.0.0", "port": 8443, "metrics_port": 9180, "metrics_allow": ["10.1.2.3/8"],
-            "api_keys": [{"name": "ops", "key": "k" * 32}], "tls_certificate": "", "tls_key": "",
+            "api_keys": [{"name": "ops", "key": "21df29ffb7576b595489674caa73b132"}], "tls_certificate": "", "tls_key": "",
             "tls_source": "controller", "routes": ["/v1/chat/completions", "/v1/models"], "rate_limit_per_minute": 600,
             "max_request_mib": 16, "timeout": 600, "max_connections": 4096, "client_timeout": 30, "header_timeout": 10,
             "connections_per_source": 64, "metrics_address": "0.0.0.0", "metrics_max_connections": 64,
@@ -97,9 +97,11 @@ def test_valid_settings_and_a_disabled_gateway_have_no_problem(altra):
 
 
 def test_keys_are_checked_without_ever_showing_one():
-    secret = "s" * 40
+    secret = "6c7c6b5e209c56001c0f83c2c0bd64ab"
+    weak = ["s" * 40, "ab" * 20, "password" * 4, "0110100110010110" * 2]
     lines = _messages({"api_keys": [{"name": "a", "key": secret}, {"name": "b", "key": secret},
-                                    {"name": "a", "key": "short"}, {"name": "c", "key": "with space " + "x" * 20}]})
+                                    {"name": "a", "key": "short"}, {"name": "c", "key": "with space " + "x" * 20}]
+                       + [{"name": "w%d" % index, "key": key} for index, key in enumerate(weak)]})
     assert lines == [
         "vllm_gateway_api_keys[1].key: is the same key as vllm_gateway_api_keys[0]; give every client its own key",
         "vllm_gateway_api_keys[2].name: is already used by vllm_gateway_api_keys[0] (got 'a'); give every key its own "
@@ -107,8 +109,10 @@ def test_keys_are_checked_without_ever_showing_one():
         "vllm_gateway_api_keys[2].key: is shorter than 16 characters; use a random key, e.g. from `openssl rand -hex 32`",
         "vllm_gateway_api_keys[3].key: contains spaces or control characters, or starts with #; use printable ASCII "
         "without spaces (a leading # would make it a comment in the key map)",
-    ]
-    assert all(secret not in line for line in lines)
+    ] + ["vllm_gateway_api_keys[%d].key: has too little entropy to be a random key (a repeated pattern, too few "
+         "different characters, or too short for its alphabet); use a random key of 32 or more characters, e.g. from "
+         "`openssl rand -hex 32`" % index for index in range(4, 8)]
+    assert all(key not in line for line in lines for key in [secret] + weak)
     assert _messages({"api_keys": [{"name": "a", "key": "#" + "x" * 30}]})[0].startswith(
         "vllm_gateway_api_keys[0].key: contains spaces or control characters, or starts with #")
 
@@ -160,9 +164,12 @@ def test_networks_must_be_cidr():
         "10.0.0.0/8 or 192.0.2.7/32"]
 
 
-def test_the_key_map_holds_every_key_and_the_probe():
-    assert vllm_gateway.client_key_map([{"name": "ops", "key": "k1"}], "p1\n") == "k1 ops\np1 arm-inference-probe\n"
-    assert vllm_gateway.client_key_map([{"name": "ops", "key": "k1"}]) == "k1 ops\n"
+def test_the_key_map_holds_the_digest_of_every_key_and_the_probe_never_a_key():
+    # What coreutils says: `printf %s k1 | sha256sum`, `printf %s p1 | sha256sum`.
+    k1 = "6ab9f1eb8f7d3388f4f9d586f66e99fd54080df2c446f0e58668b09c08a16dd0"
+    p1 = "f64551fcd6f07823cb87971cfb91446425da18286b3ab1ef935e0cbd7a69f68a"
+    assert vllm_gateway.client_key_map([{"name": "ops", "key": "k1"}], "p1\n") == "%s ops\n%s arm-inference-probe\n" % (k1, p1)
+    assert vllm_gateway.client_key_map([{"name": "ops", "key": "k1"}]) == "%s ops\n" % k1
     assert _messages({"api_keys": [{"name": vllm_gateway.PROBE_NAME, "key": "k" * 20}]})[0].startswith(
         "vllm_gateway_api_keys[0].name: is the name of the role's own probe key")
 
