@@ -516,6 +516,57 @@ def verify_files(root, expected):
     return manifest
 
 
+# What vLLM's loader reads of a model directory besides the weights: its config, and (for a sharded checkpoint) the
+# index whose weight_map names every shard. An index is metadata of a few MB at most.
+CONFIG_FILE = "config.json"
+INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
+MAX_INDEX_BYTES = 64 * 1024 * 1024
+
+
+def _index_shards(root, index_name, origin):
+    """The shard names an index's weight_map holds, each checked as a file name (the index came with the files)."""
+    path = os.path.join(root, index_name)
+    if os.path.getsize(path) > MAX_INDEX_BYTES:
+        raise ModelStoreError("%s: %s is larger than %d MiB, not a checkpoint index; the source serves something "
+                              "else under its name" % (origin, index_name, MAX_INDEX_BYTES >> 20))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            index = json.load(handle)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ModelStoreError("%s: %s is not valid JSON (%s); the source serves a broken index" % (
+            origin, index_name, shown(str(error))))
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(shard, str) for shard in weight_map.values()):
+        raise ModelStoreError("%s: %s has no weight_map of tensor name to shard file (got %s); the source serves a "
+                              "broken index" % (origin, index_name, shown(type(weight_map).__name__)))
+    shards = sorted(set(weight_map.values()))
+    check_file_names(shards, "%s: %s weight_map" % (origin, index_name),
+                     "a shard is a file of the model directory; the index came from a source that must be checked")
+    return shards
+
+
+def check_complete(root, revision):
+    """Refuse a revision that vLLM could not load as a whole, before it becomes current: config.json must be there,
+    and every shard each checkpoint index (*.safetensors.index.json, *.bin.index.json at the top level) names in its
+    weight_map must be a regular file of the revision. What checksums or include patterns left out is caught here,
+    not when the server starts."""
+    origin = "revision %s" % revision
+    top = sorted(os.listdir(root))
+    if not os.path.isfile(os.path.join(root, CONFIG_FILE)) or os.path.islink(os.path.join(root, CONFIG_FILE)):
+        raise ModelStoreError("%s is incomplete: it has no %s, which vLLM reads first (got %s); include it in the "
+                              "checksums or patterns" % (origin, CONFIG_FILE, shown(top[:8])))
+    for index_name in top:
+        if not index_name.endswith(INDEX_SUFFIXES) or not os.path.isfile(os.path.join(root, index_name)):
+            continue
+        missing = [shard for shard in _index_shards(root, index_name, origin)
+                   if os.path.islink(os.path.join(root, shard)) or not os.path.isfile(os.path.join(root, shard))]
+        if missing:
+            raise ModelStoreError("%s is incomplete: %s names %d shard(s) it does not hold (got missing %s); include "
+                                  "every shard in the checksums or patterns"
+                                  % (origin, index_name, len(missing), ", ".join(shown(shard) for shard in missing[:5])
+                                     + (" and %d more" % (len(missing) - 5) if len(missing) > 5 else "")))
+
+
 def free_bytes(path):
     """Free bytes on the file system of path (or its nearest existing parent), as an unprivileged writer sees them."""
     while not os.path.exists(path):
@@ -533,6 +584,42 @@ def check_free_disk(name, revision, needed, free, reserve_bytes, store):
             "%d bytes, %.2f GiB, plus vllm_model_min_free_disk_gib %.2f GiB); free space there, lower "
             "vllm_model_keep or move vllm_model_store" % (name, revision, free, store, free / gib, needed,
                                                           needed / gib, reserve_bytes / gib))
+
+
+class TransferCap:
+    """What one placement's downloads may write, counted as the bytes arrive (thread-safe: hub and S3 transfers run in
+    parallel). Each transfer is held to the size its source announced for it, when it announced one; all of them
+    together to `allowed`, the bytes the disk check allowed (free space less vllm_model_min_free_disk_gib). A source
+    that announces no size (HTTP without Content-Length, chunked) is thereby capped too: a hostile or broken origin
+    that streams without end is cut off before it fills the store's file system."""
+
+    def __init__(self, allowed, name):
+        import threading
+
+        self.allowed, self.name, self.written = max(0, allowed), name, 0
+        self._lock = threading.Lock()
+
+    def counter(self, what, announced=0):
+        """A callable taking each block's byte count of one transfer (what: its URL, shown redacted)."""
+        received = [0]
+
+        def count(amount):
+            with self._lock:
+                received[0] += amount
+                over = bool(announced) and received[0] > announced
+                if not over:  # refused on its own: other transfers are not charged for it
+                    self.written += amount
+                total = self.written
+            if over:
+                raise ModelStoreError("vllm_model_models (%s).source: %s sent more than the %d bytes it announced; the "
+                                      "transfer was stopped" % (self.name, shown(what), announced))
+            if total > self.allowed:
+                raise ModelStoreError(
+                    "vllm_model_models (%s).source: the download passed %d bytes, all that the disk check allowed "
+                    "(free space less vllm_model_min_free_disk_gib), at %s, which announced %s; the transfer was "
+                    "stopped" % (self.name, self.allowed, shown(what),
+                                 "%d bytes" % announced if announced else "no size"))
+        return count
 
 
 # The store: state of one model.

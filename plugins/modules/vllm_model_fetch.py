@@ -396,6 +396,8 @@ class Store:
         target = self.revision_path(revision, record["kind"])
         store_rules.check_file_names(record["files"], "%s: revision %s" % (self.name, revision),
                                      "it came from a source that must be checked; nothing was written")
+        # Complete as vLLM reads it (config.json, every shard an index names), before anything of the store changes.
+        store_rules.check_complete(staged or link_target, revision)
         if os.path.lexists(target):
             store_rules.remove_entry(self.dir, revision)
         if staged:
@@ -424,14 +426,18 @@ class Store:
         download(staging) writes the files into a staging directory on the store's file system, each is verified
         against expected ({name: {sha256 or git_sha1, size}}; None when only the download knows the files, as for an
         archive: download returns them then), and the directory is renamed into place. A failure removes the
-        staging directory and leaves the previous revision current."""
+        staging directory and leaves the previous revision current. Every transfer is capped (self.cap): at the size
+        its source announced, and all together at what the disk check allowed; weights larger than announced are
+        weighed again before the switch."""
         _announced(result, record)
-        result["fit"] = self.check_fit(revision, record["weight_bytes"])
+        announced = record["weight_bytes"]
+        result["fit"] = self.check_fit(revision, announced)
         result["free_bytes"] = self.check_disk(revision, record["total_bytes"] if disk_bytes is None else disk_bytes)
         result["changed"] = True
         result["_record"] = record
         if self.module.check_mode:
             return self.finish(revision, result)
+        self.cap = store_rules.TransferCap(result["free_bytes"] - self.reserve, self.name)
         self.ensure_dirs()
         staging = self.staging(revision)
         try:
@@ -444,6 +450,9 @@ class Store:
                 dict((name, entry["size"]) for name, entry in files.items())),
                 total_bytes=sum(entry["size"] for entry in files.values()))
             _announced(result, record)  # what the verified files hold
+            if record["weight_bytes"] > announced:  # a source that announced less (or no size): weighed again
+                result["fit"] = self.check_fit(revision, record["weight_bytes"], consequence="Weighed after the "
+                                               "download, whose sizes were not all announced.")
             self.commit(revision, record, staged=staging)
         except (ModelStoreError, OSError) as error:
             _fail_cleanly(self, staging, error)
@@ -512,8 +521,7 @@ def _hub_client(store, module):
     except ImportError as error:
         raise ModelStoreError("%s: huggingface_hub is not importable by %s (%s); run the role, which installs it into "
                               "vllm_model_tools_venv" % (model["name"], module._name, error))
-    if module.params["ca_bundle"]:
-        _hub_trusts(huggingface_hub, module.params["ca_bundle"])
+    _hub_session(huggingface_hub, module.params["ca_bundle"])
     token = model["token"] or False
     return huggingface_hub, huggingface_hub.HfApi(endpoint=model["endpoint"], token=token), token
 
@@ -589,27 +597,62 @@ def place_hub(store, module):
             huggingface_hub.hf_hub_download(model["location"], name, revision=revision, local_dir=staging,
                                             endpoint=model["endpoint"], token=token)
 
+        # Each response is held to the largest file the hub listed, all of them to what the disk check allowed.
+        largest = max([entry["size"] or 0 for entry in expected.values()] or [0])
+        _hub_session(huggingface_hub, module.params["ca_bundle"], store.cap, largest)
         try:
             with ThreadPoolExecutor(max_workers=max(1, module.params["workers"])) as pool:
                 list(pool.map(one, names))
+        except ModelStoreError:
+            raise
         except Exception as error:  # the client's download errors
+            capped = _capped(error)
+            if capped is not None:
+                raise capped
             raise ModelStoreError("the download from %s failed (%s: %s)" % (api.endpoint, type(error).__name__, error))
+        finally:
+            _hub_session(huggingface_hub, module.params["ca_bundle"])
         # The client's own bookkeeping inside local_dir is not part of the model.
         shutil.rmtree(os.path.join(staging, ".cache"), ignore_errors=True)
 
     return store.fetch(revision, record, expected, download, result)
 
 
-def _hub_trusts(huggingface_hub, ca_bundle):
-    """Make the hub client trust ca_bundle: its documented hook, set_client_factory, with the client it builds by
-    default (the same request hook, redirects, no timeout) plus the bundle."""
+def _hub_session(huggingface_hub, ca_bundle, cap=None, largest=0):
+    """The hub client's HTTP client, through its documented hook, set_client_factory: the client it builds by default
+    (the same request hook, redirects, no timeout), trusting ca_bundle when given; with cap (a TransferCap), every
+    response body is counted as the client decodes it, and one larger than `largest` (the largest file the hub
+    listed) or all of them beyond the cap's allowance is stopped: a hub that streams without a length is cut off."""
     import ssl
     import httpx2
     from huggingface_hub.utils import _http
 
-    context = ssl.create_default_context(cafile=ca_bundle)
-    huggingface_hub.set_client_factory(lambda: httpx2.Client(
-        event_hooks={"request": [_http.hf_request_event_hook]}, follow_redirects=True, timeout=None, verify=context))
+    hooks = {"request": [_http.hf_request_event_hook]}
+    if cap is not None:
+        def capped(response):
+            count, iter_bytes = cap.counter(store_rules.redact_url(str(response.request.url)), largest), \
+                response.iter_bytes
+
+            def counted(*args, **kwargs):
+                for chunk in iter_bytes(*args, **kwargs):
+                    count(len(chunk))
+                    yield chunk
+            response.iter_bytes = counted
+
+        hooks["response"] = [capped]
+    verify = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
+    huggingface_hub.set_client_factory(lambda: httpx2.Client(event_hooks=hooks, follow_redirects=True, timeout=None,
+                                                             verify=verify))
+
+
+def _capped(error):
+    """The TransferCap refusal behind a client's error (the hub client may wrap what a hook raised), or None."""
+    seen = 0
+    while error is not None and seen < 5:
+        if isinstance(error, ModelStoreError):
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
 
 
 def place_host(store, module):
@@ -629,6 +672,11 @@ def place_host(store, module):
     record["requested"] = derived  # the ref a re-run without a label looks up
     _announced(result, record)
     result["fit"] = store.check_fit(revision, record["weight_bytes"])
+    try:
+        store_rules.check_complete(root, revision)
+    except ModelStoreError as error:
+        raise ModelStoreError("%s: %s; the previous revision (%s) stays current" % (store.name, error,
+                                                                                   store.current or "none"))
     result["changed"] = True
     result["_record"] = record
     if not module.check_mode:
@@ -702,26 +750,28 @@ def place_http(store, module):
 
     def download(staging):
         for name in sorted(expected):
-            _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle)
+            _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle, store.cap, sizes[name])
 
-    # A server that announces no Content-Length gives 0 above; the sha256 alone decides then.
+    # A server that announces no Content-Length gives 0 above: the disk check's allowance caps the download then,
+    # and the sha256 decides.
     return store.fetch(revision, record, dict((name, {"sha256": expected[name]}) for name in expected), download,
                        result)
 
 
-def _http_stream(model, url, path, ca_bundle, limit=0, digest=None):
+def _http_stream(model, url, path, ca_bundle, cap, limit=0, digest=None):
     """Stream url into a new file at path, updating digest (a hashlib object) when given. More bytes than limit
-    (when given) are refused."""
+    (the size announced, when one was) or than the placement's cap allows (store.cap) are refused as they arrive."""
     response = _http_open(model, url, ca_bundle=ca_bundle)
-    written = 0
-    with open(path, "wb") as handle:
-        for block in iter(lambda: response.read(1 << 20), b""):
-            written += len(block)
-            if limit and written > limit:
-                raise ModelStoreError("%s sends more than the %d bytes it announced" % (store_rules.redact_url(url), limit))
-            if digest is not None:
-                digest.update(block)
-            handle.write(block)
+    count = cap.counter(store_rules.redact_url(url), limit)
+    try:
+        with open(path, "wb") as handle:
+            for block in iter(lambda: response.read(1 << 20), b""):
+                count(len(block))
+                if digest is not None:
+                    digest.update(block)
+                handle.write(block)
+    finally:
+        response.close()  # a stopped transfer hangs up on the origin
 
 
 def place_archive(store, module):
@@ -756,7 +806,7 @@ def place_archive(store, module):
         path = staging + ".archive"  # beside staging, so the directory verified holds the model's files only
         try:
             sha256 = hashlib.sha256()
-            _http_stream(model, model["source"], path, ca_bundle, limit=size, digest=sha256)
+            _http_stream(model, model["source"], path, ca_bundle, store.cap, limit=size, digest=sha256)
             got = sha256.hexdigest()
             if got != digest:
                 raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
@@ -828,7 +878,7 @@ def place_s3(store, module):
         try:
             return function(**arguments)
         except Exception as error:  # botocore's ClientError, EndpointConnectionError, NoCredentialsError, ...
-            raise s3.error_line(model, url, error)
+            raise _capped(error) or s3.error_line(model, url, error)
 
     if model.get("sha256"):
         expected = dict((name, digest.lower()) for name, digest in model["sha256"].items())
@@ -854,7 +904,8 @@ def place_s3(store, module):
             key = _s3_key(model, name)
             # boto3's managed transfer: ranged parts in parallel for large files.
             call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key,
-                 Filename=_staged_file(staging, name))
+                 Filename=_staged_file(staging, name), Callback=store.cap.counter(_s3_url(model, key),
+                                                                                 files[name]["size"]))
 
     return store.fetch(revision, record, files, download, result)
 
@@ -998,7 +1049,8 @@ def _place_from_mirror(store, module, mirror, revision, expected, ref):
 
     def download(staging):
         for name in sorted(files):
-            mirror.download(revision, name, _staged_file(staging, name))
+            mirror.download(revision, name, _staged_file(staging, name), store.cap.counter(
+                mirror.url(revision, name), files[name]["size"]))
 
     try:
         return store.fetch(revision, record, expected, download, {"changed": False})
