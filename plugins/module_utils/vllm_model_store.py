@@ -58,6 +58,15 @@ _SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-[0-9]+$")
 _ACCESS_KEY_ID = re.compile(r"^[A-Za-z0-9]{16,128}$")
+# A group name as useradd/groupadd accept it (Debian's and RHEL's default NAME_REGEX, and systemd's).
+_GROUP = re.compile(r"^[a-z_][a-z0-9_-]{0,30}\$?$")
+# A release version pip pins with '==' (PEP 440's public versions; no local part, no spaces, no options).
+_PIN = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
+# Directories a store or venv must never be (the role owns and prunes what is under its own).
+SYSTEM_DIRECTORIES = ("/", "/usr", "/var", "/opt", "/etc", "/home", "/var/lib", "/bin", "/sbin", "/lib", "/boot",
+                      "/root", "/tmp", "/usr/local")
+# More parallel hub downloads than this only opens more connections to one hub.
+MAX_WORKERS = 32
 
 
 class ModelInputError(ValueError):
@@ -282,7 +291,7 @@ def normalize_model(model, index):
     if sums is not None:
         if model.get("sha256") is not None:
             _fail(variable + ".sha256sums", "is set together with sha256", sums, "give the checksums one way")
-        if not isinstance(sums, str) or not sums:
+        if not isinstance(sums, str) or not sums or _CONTROL.search(sums) or sums.strip() != sums:
             _fail(variable + ".sha256sums", "must be a file name", sums,
                   "name a SHA256SUMS file (relative to the model directory, or absolute)")
     if kind in ("host", "http", "archive", "s3") and model.get("sha256") is None and sums is None:
@@ -380,7 +389,7 @@ def normalized_models(variables):
         _fail("vllm_model_models", "must be a list of models", models, "write a list of {name, source}")
     store = variables.get("vllm_model_store", "/var/lib/vllm-models")
     if (not isinstance(store, str) or not store.startswith("/") or _CONTROL.search(store)
-            or os.path.normpath(store) in ("/", "/usr", "/var", "/opt", "/etc", "/home", "/var/lib")):
+            or os.path.normpath(store) in SYSTEM_DIRECTORIES):
         _fail("vllm_model_store", "must be an absolute, dedicated directory", store, "use a path like /var/lib/vllm-models")
     keep = variables.get("vllm_model_keep", 2)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -390,6 +399,24 @@ def normalized_models(variables):
     if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or reserve < 0:
         _fail("vllm_model_min_free_disk_gib", "must be a number of GiB >= 0", reserve,
               "set the free space to leave on the store's file system")
+    workers = variables.get("vllm_model_download_workers", 4)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        _fail("vllm_model_download_workers", "must be an integer from 1 to %d" % MAX_WORKERS, workers,
+              "set the number of files of a hub model downloaded at once, such as 4")
+    group = variables.get("vllm_model_group", "")
+    if group not in ("", None) and (not isinstance(group, str) or not _GROUP.match(group)):
+        _fail("vllm_model_group", "is not a group name", group,
+              "name a system group such as vllm-serve, or leave it empty for vllm_serve_group")
+    venv = variables.get("vllm_model_tools_venv", "/opt/vllm/model-tools")
+    if (not isinstance(venv, str) or not venv.startswith("/") or _CONTROL.search(venv) or " " in venv
+            or ".." in venv.split("/") or os.path.normpath(venv) in SYSTEM_DIRECTORIES):
+        _fail("vllm_model_tools_venv", "must be an absolute, dedicated directory without spaces or '..'", venv,
+              "use a path like /opt/vllm/model-tools")
+    for key in ("vllm_model_huggingface_hub_version", "vllm_model_boto3_version"):
+        version = variables.get(key, "1")
+        if not isinstance(version, str) or not _PIN.match(version):
+            _fail(key, "is not a release version to pin", version,
+                  "write a version as PyPI lists it, such as %s" % ("2.4.0" if "hub" in key else "1.44.5"))
     bundle = variables.get("vllm_model_ca_bundle") or ""
     if bundle and (not isinstance(bundle, str) or not os.path.isfile(os.path.expanduser(bundle))):
         _fail("vllm_model_ca_bundle", "names no file on the controller", bundle,
