@@ -81,8 +81,15 @@ def hostile_origin(directory, hostile, ceiling=1 << 30):
     server.daemon_threads, server.block_on_close = True, False  # a handler still writing never holds the test
     server.directory, server.hostile, server.ceiling = str(directory), dict(hostile), ceiling
     server.sent, server.lock = {}, threading.Lock()
-    server.url = "http://127.0.0.1:%d" % server.server_address[1]
     server.served = lambda name: server.sent.get(name, 0)
+    with serving(server):
+        yield server
+
+
+@contextlib.contextmanager
+def serving(server):
+    """Run an http.server on the loopback in a thread for the block; sets server.url."""
+    server.url = "http://127.0.0.1:%d" % server.server_address[1]
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield server

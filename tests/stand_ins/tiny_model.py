@@ -1,4 +1,5 @@
-"""Write a tiny model directory (config, tokenizer config, one safetensors file) in pure Python.
+"""Write a tiny model directory (config, tokenizer config, one safetensors file, or shards and their index) in pure
+Python.
 
 tests/engine/make_tiny_model.py makes a servable model but needs torch and transformers, which the
 test toolchain does not carry; the model-placement tests need only real files of the right formats:
