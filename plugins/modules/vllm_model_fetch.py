@@ -42,9 +42,17 @@ options:
       - V(activate) makes O(revision), a revision the store already holds intact, current again, without fetching or
         pruning anything (the rolling update's rollback, to the revision its restored units name). Needs O(store),
         O(name) and O(revision); O(source) is not used.
+      - V(resolve) (run on the controller, once per run) returns the commit a hub source's branch or tag leads to now
+        (RV(resolved)), from the hub's API, so that every host places that commit (O(resolved)); null, with
+        RV(unresolved) saying why, when the hub cannot be reached from the controller.
     type: str
-    choices: [place, plan, manifest, status, seed, activate]
+    choices: [place, plan, manifest, status, seed, activate, resolve]
     default: place
+  resolved:
+    description:
+      - For a hub source whose O(revision) is a branch or tag, the commit V(resolve) found it leads to in this run: the
+        host places that commit (asking the hub for it, not for the branch) and records that the branch leads there.
+    type: str
   store:
     description: Root of the model store.
     type: path
@@ -219,6 +227,14 @@ uploaded_bytes:
   description: For V(seed), the bytes uploaded to the mirror (boto3's count).
   returned: when V(seed) published a revision
   type: int
+resolved:
+  description: For V(resolve), the commit the branch or tag leads to (the commit itself for a commit); null when unresolved.
+  returned: action resolve
+  type: str
+unresolved:
+  description: For V(resolve), why the hub gave no answer (it cannot be reached from the controller).
+  returned: when V(resolve) could not reach the hub
+  type: str
 pruned:
   description: Revisions removed (or that would be in check mode).
   returned: action place
@@ -234,6 +250,7 @@ placed:
 
 import grp
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -252,7 +269,16 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_stor
 
 def _model_from_params(params):
     model = dict((key, params[key]) for key in store_rules.MODEL_KEYS if params.get(key) is not None)
-    return store_rules.normalize_model(model, 0)
+    model = store_rules.normalize_model(model, 0)
+    if params.get("resolved"):
+        # The commit the controller resolved a hub branch or tag to for the whole run (action resolve): it names a
+        # directory of the store, so it is checked like any answer from outside.
+        if model["kind"] != "hf":
+            raise ModelStoreError("%s: resolved applies to hub sources only" % model["name"])
+        store_rules.check_revision(params["resolved"], "hf", "vllm_model_models (%s).revision: the controller "
+                                   "resolved %s" % (model["name"], model["revision"]), "resolve it again")
+    model["resolved"] = params.get("resolved") or None
+    return model
 
 
 def _operator_manifest(model, root):
@@ -581,10 +607,16 @@ def place_hub(store, module):
     requested = model["revision"]
     revision = _known_revision(store, model)
     record = store.placed(revision) if revision else None
-    if record:
-        return store.reuse(revision, record, result)
+    if record:  # with the controller's resolution, the branch now leads here on this host too
+        return store.reuse(revision, record, result, ref=requested if model["resolved"] else None)
     huggingface_hub, api, token = _hub_client(store, module)
-    revision, expected = _hub_pins(model, api, requested)
+    # The commit the controller resolved the branch to for every host, not the branch again: it may have moved.
+    revision, expected = _hub_pins(model, api, model["resolved"] or requested)
+    if model["resolved"] and revision != model["resolved"]:
+        raise ModelStoreError("vllm_model_models (%s).endpoint: the hub at %s answers commit %s for %s, which the "
+                              "controller resolved %s to (got %s); check that the hosts and the controller reach the "
+                              "same hub" % (model["name"], api.endpoint, revision, model["resolved"], requested,
+                                            revision))
     names = sorted(expected)
     existing = store.placed(revision)
     if existing:  # a branch now pointing at a commit placed earlier under another name
@@ -630,8 +662,8 @@ def _hub_session(huggingface_hub, ca_bundle, cap=None, largest=0):
     hooks = {"request": [_http.hf_request_event_hook]}
     if cap is not None:
         def capped(response):
-            count, iter_bytes = cap.counter(store_rules.redact_url(str(response.request.url)), largest), \
-                response.iter_bytes
+            count = cap.counter(store_rules.redact_url(str(response.request.url)), largest)
+            iter_bytes = response.iter_bytes
 
             def counted(*args, **kwargs):
                 for chunk in iter_bytes(*args, **kwargs):
@@ -903,9 +935,9 @@ def place_s3(store, module):
         for name in sorted(expected):
             key = _s3_key(model, name)
             # boto3's managed transfer: ranged parts in parallel for large files.
+            count = store.cap.counter(_s3_url(model, key), files[name]["size"])
             call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key,
-                 Filename=_staged_file(staging, name), Callback=store.cap.counter(_s3_url(model, key),
-                                                                                 files[name]["size"]))
+                 Filename=_staged_file(staging, name), Callback=count)
 
     return store.fetch(revision, record, files, download, result)
 
@@ -932,7 +964,7 @@ def _known_revision(store, model, manifest=None):
     every source's re-run, and a mirror's status, decide from before any network client is created."""
     ref = _source_ref(model, manifest)
     if model["kind"] == "hf":
-        return ref if store_rules.is_commit(ref) else store.state["refs"].get(ref)
+        return ref if store_rules.is_commit(ref) else model.get("resolved") or store.state["refs"].get(ref)
     if model["kind"] == "controller":
         return ref
     return model["revision"] or store.state["refs"].get(ref)
@@ -1114,6 +1146,53 @@ def _check_manifest_param(model, manifest):
     store_rules.check_file_names(manifest or {}, "%s: manifest" % model["name"], "compute it with action manifest")
 
 
+def resolve_on_controller(module):
+    """On the controller, once per run: the commit a hub branch or tag leads to now, from the hub's API (plain HTTPS,
+    no hub client needed), so every host places the same commit. A commit needs no resolving. The hub's answer is
+    checked (40 lower-case hex digits). An unreachable hub is not an error here (resolved is null, with the reason):
+    each host then keeps the commit it recorded for the ref."""
+    model = _model_from_params(module.params)
+    if model["kind"] != "hf":
+        raise ModelStoreError("action resolve needs a hub source (got %s)" % store_rules.shown(model["source"]))
+    ref = model["revision"]
+    if store_rules.is_commit(ref):
+        return {"changed": False, "revision": ref, "ref": ref, "resolved": ref}
+    endpoint = (model["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    variable = "vllm_model_models (%s)" % model["name"]
+    url = "%s/api/models/%s/revision/%s" % (endpoint, model["location"], quote(ref, safe=""))
+    headers = {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
+    try:
+        response = open_url(url, headers=headers, timeout=30, follow_redirects="safe",
+                            ca_path=module.params["ca_bundle"])
+        body = response.read(4 << 20)
+    except Exception as error:  # HTTPError carries the hub's X-Error-Code; the rest is the network
+        code = error.headers.get("X-Error-Code", "") if getattr(error, "headers", None) is not None else ""
+        status = getattr(error, "code", None)
+        if code == "RevisionNotFound" or (status == 404 and not code):
+            raise ModelStoreError("%s.revision: %s has no revision %s (got %s); pin a commit, tag or branch that "
+                                  "exists" % (variable, model["location"], ref, ref))
+        if code == "GatedRepo":
+            raise ModelStoreError("%s.token: %s is gated and %s (got %s); accept its terms on the hub and set a "
+                                  "token with read access" % (variable, model["location"], "the token was refused"
+                                                              if model["token"] else "no token is set",
+                                                              "a token" if model["token"] else "no token"))
+        if code == "RepoNotFound" or status in (401, 404):
+            raise ModelStoreError("%s.source: no repository %s on %s, or it is private (got %s); check the id, or "
+                                  "set a token" % (variable, model["location"], endpoint, model["source"]))
+        reason = "%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else "")
+        unresolved = "the hub at %s cannot be reached from the controller (%s)" % (endpoint, reason)
+        module.warn("%s: %s %s was not resolved for the fleet: %s; each host keeps the commit it recorded for it, "
+                    "and a host without one resolves it itself" % (variable, model["source"], ref, unresolved))
+        return {"changed": False, "revision": None, "ref": ref, "resolved": None, "unresolved": unresolved}
+    try:
+        sha = json.loads(body.decode("utf-8")).get("sha")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        sha = body[:80].decode("utf-8", "replace")
+    commit = store_rules.check_revision(sha, "hf", "%s.endpoint: the hub at %s answered for %s" % (
+        variable, endpoint, ref), "the hub or a proxy in between is not answering as the hub does; nothing was written")
+    return {"changed": False, "revision": commit, "ref": ref, "resolved": commit}
+
+
 def plan_controller(store, module):
     model, manifest = store.model, module.params["manifest"] or {}
     _check_manifest_param(model, manifest)
@@ -1184,6 +1263,8 @@ PLACE = {"hf": place_hub, "host": place_host, "http": place_http, "archive": pla
 
 def run(module):
     action = module.params["action"]
+    if action == "resolve":
+        return resolve_on_controller(module)
     if action == "manifest":
         model = _model_from_params(module.params)
         files = directory_manifest(model, model["location"])
@@ -1224,7 +1305,8 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "action": {"type": "str", "choices": ["place", "plan", "manifest", "status", "seed",
-                                                  "activate"], "default": "place"},
+                                                  "activate", "resolve"], "default": "place"},
+            "resolved": {"type": "str"},
             "store": {"type": "path"},
             "name": {"type": "str"},
             "source": {"type": "str"},
@@ -1253,7 +1335,8 @@ def main():
             "mirror_manifest": {"type": "dict"},
         },
         required_if=[("action", "place", ["source"]), ("action", "plan", ["source"]),
-                     ("action", "manifest", ["source"]), ("action", "activate", ["revision"])],
+                     ("action", "manifest", ["source"]), ("action", "activate", ["revision"]),
+                     ("action", "resolve", ["source", "revision"])],
         supports_check_mode=True,
     )
     try:

@@ -191,7 +191,6 @@ class HubHandler(BaseHTTPRequestHandler):
             with self.served_lock:
                 self.served[0] += len(data) - start
 
-
     def _endless(self):
         self.send_response(200)
         self.send_header("Transfer-Encoding", "chunked")

@@ -100,4 +100,3 @@ def test_s3_model_placed_verified_rerun_offline_and_refusals_keep_the_previous(c
     finally:
         server.start()
     assert again.get("failed") is not True and again["changed"] is False and again["revision"] == revision
-
