@@ -86,7 +86,9 @@ def test_a_hostile_or_unreachable_hub_at_resolve(capsys, tmp_path, hub_root):
                              endpoint=closed)
     assert unreachable.get("failed") is not True and unreachable["resolved"] is None, unreachable
     assert unreachable["unresolved"].startswith("the hub at %s cannot be reached from the controller" % closed)
-    assert "each host keeps the commit it recorded" in json.dumps(unreachable["warnings"])
+    # The warning (module.warn) and the play's line saying so are asserted by the role's run in
+    # tests/containers/test_model_sources.py (test_rerun_with_the_hub_stopped_changes_nothing): in one pytest process
+    # Ansible's warning collector is shared between in-process module runs.
 
 
 def test_a_resolved_value_that_is_not_a_commit_is_refused(capsys, tmp_path):
