@@ -50,7 +50,7 @@ options:
     default: place
   resolved:
     description:
-      - For a hub source whose O(revision) is a branch or tag, the commit V(resolve) found it leads to in this run: the
+      - For a hub source whose O(revision) is a branch or tag, the commit V(resolve) found it leads to in this run. The
         host places that commit (asking the hub for it, not for the branch) and records that the branch leads there.
     type: str
   store:
@@ -707,8 +707,8 @@ def place_host(store, module):
     try:
         store_rules.check_complete(root, revision)
     except ModelStoreError as error:
-        raise ModelStoreError("%s: %s; the previous revision (%s) stays current" % (store.name, error,
-                                                                                   store.current or "none"))
+        raise ModelStoreError("%s: %s; the previous revision (%s) stays current"
+                              % (store.name, error, store.current or "none"))
     result["changed"] = True
     result["_record"] = record
     if not module.check_mode:
