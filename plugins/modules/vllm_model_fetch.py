@@ -344,6 +344,7 @@ class Store:
         self.recorded = os.path.exists(os.path.join(self.dir, store_rules.STATE_FILE))
         self.state = store_rules.read_state(self.dir)
         self.current = store_rules.current_revision(self.dir) if os.path.isdir(self.dir) else None
+        self.cap = None  # the TransferCap of a placement's downloads (fetch)
 
     # Ownership: root, readable by the serving group only.
     def _own(self, path, directory):
