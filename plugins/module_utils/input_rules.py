@@ -975,11 +975,15 @@ RULES = {
          "than vllm_serve's own instances (/proc/net/tcp, tcp6), an address of the host"),
     ],
     "vllm_model": [
-        (vllm_model_settings, "vllm_model_models, vllm_model_store, vllm_model_keep, vllm_model_min_free_disk_gib",
+        (vllm_model_settings, "vllm_model_models, vllm_model_store, vllm_model_keep, vllm_model_min_free_disk_gib, "
+         "vllm_model_download_workers, vllm_model_group, vllm_model_tools_venv, vllm_model_huggingface_hub_version, "
+         "vllm_model_boto3_version, vllm_model_ca_bundle",
          "each model has a directory-safe unique name and exactly one source URI of a known scheme (hf://, https://, "
-         "file://, controller://) with the keys that source takes (a hub model: a pinned revision, a token on one "
-         "line, http(s) endpoint; no user:password@ in any URL); a dedicated absolute store; keep >= 1; free disk >= 0 "
-         "GiB"),
+         "file://, controller://, s3://) with the keys that source takes (a hub model: a pinned revision, a token on "
+         "one line, http(s) endpoint, include/exclude glob lists; S3: bucket, region, endpoint, both keys; checksums "
+         "for the others; no user:password@ in any URL); a dedicated absolute store and tools venv; keep >= 1; free "
+         "disk >= 0 GiB; 1-32 download workers; a group name; release versions to pin; a CA bundle on the "
+         "controller"),
     ],
     "vllm_gateway": [
         (vllm_gateway_settings, "vllm_gateway_enabled, vllm_gateway_address, vllm_gateway_port, "

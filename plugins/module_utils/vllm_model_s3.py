@@ -16,7 +16,10 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_stor
 
 SUMS = "SHA256SUMS"
 REFS = "refs.json"
-_DENIED = ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled")
+_DENIED = ("AccessDenied", "403", "AllAccessDisabled")
+# The request was not authenticated at all: a grant cannot help, the credentials are wrong.
+_BAD_SECRET = ("SignatureDoesNotMatch",)
+_BAD_KEY_ID = ("InvalidAccessKeyId",)
 _MISSING = ("NoSuchKey", "404", "NotFound")
 
 
@@ -63,6 +66,8 @@ def error_line(model, target, error, key="source", permission="s3:GetObject"):
     variable = "vllm_model_models (%s)" % model["name"]
     code = _code(error)
     endpoint = model["endpoint_url"] or "the AWS endpoint of region %s" % (model["region"] or "(boto3's default)")
+    if code in _BAD_SECRET + _BAD_KEY_ID:
+        return _bad_credentials(model, variable, target, code)
     if code in _DENIED:
         return ModelStoreError("%s.%s: access to %s is denied (got %s); grant the host's role (or the keys given) "
                                "%s on the prefix" % (variable, key, target, code, permission))
@@ -81,6 +86,24 @@ def error_line(model, target, error, key="source", permission="s3:GetObject"):
     return ModelStoreError("%s.endpoint_url: %s cannot be reached for %s (got %s: %s); check endpoint_url, region, "
                            "proxy and CA settings" % (variable, endpoint, target, type(error).__name__,
                                                       str(error).splitlines()[0] if str(error) else ""))
+
+
+def _bad_credentials(model, variable, target, code):
+    """S3 could not authenticate the request: the secret does not sign as the key id says (SignatureDoesNotMatch),
+    or the store knows no such key id (InvalidAccessKeyId). A grant cannot help: the message names the credential
+    that is wrong (never its value), not a permission."""
+    given = bool(model.get("access_key_id"))
+    host = "fix the host's AWS credentials (environment, ~/.aws, instance profile)"
+    if code in _BAD_SECRET:
+        advice = ("set the secret_access_key issued with access_key_id" if given
+                  else host + ": their secret does not match their key id")
+        return ModelStoreError("%s.secret_access_key: is wrong: S3 rejected the request's signature for %s, so the "
+                               "secret does not belong to the access key id (got %s); %s" % (
+                                   variable, target, code, advice))
+    advice = ("set an access key id that exists on %s" % (model.get("endpoint_url") or "AWS") if given
+              else host + ", or set access_key_id and secret_access_key")
+    return ModelStoreError("%s.access_key_id: is wrong: the S3 store knows no such access key id for %s (got %s); %s"
+                           % (variable, target, code, advice))
 
 
 class Mirror:
@@ -110,6 +133,8 @@ class Mirror:
     def _call(self, target, function, permission="s3:GetObject", **arguments):
         try:
             return function(Bucket=self.bucket, **arguments)
+        except ModelStoreError:  # a TransferCap stopped the transfer: its own message
+            raise
         except Exception as error:  # botocore's ClientError, EndpointConnectionError, NoCredentialsError, ...
             raise error_line(self.model, target, error, key="mirror", permission=permission)
 
@@ -156,10 +181,11 @@ class Mirror:
         return int(self._call(self.url(revision, name), self.client.head_object,
                               Key=self.key(revision, name))["ContentLength"])
 
-    def download(self, revision, name, target):
-        # boto3's managed transfer: ranged parts in parallel for large files.
+    def download(self, revision, name, target, count):
+        """boto3's managed transfer (ranged parts in parallel for large files); count (TransferCap.counter) sees
+        every block and stops a transfer that sends more than announced or allowed."""
         self._call(self.url(revision, name), self.client.download_file, Key=self.key(revision, name),
-                   Filename=target)
+                   Filename=target, Callback=count)
 
     def publish(self, root, revision, files, ref):
         """Upload every file of a verified revision (root/<file>), then its SHA256SUMS, then the ref it

@@ -58,6 +58,15 @@ _SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-[0-9]+$")
 _ACCESS_KEY_ID = re.compile(r"^[A-Za-z0-9]{16,128}$")
+# A group name as useradd/groupadd accept it (Debian's and RHEL's default NAME_REGEX, and systemd's).
+_GROUP = re.compile(r"^[a-z_][a-z0-9_-]{0,30}\$?$")
+# A release version pip pins with '==' (PEP 440's public versions; no local part, no spaces, no options).
+_PIN = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
+# Directories a store or venv must never be (the role owns and prunes what is under its own).
+SYSTEM_DIRECTORIES = ("/", "/usr", "/var", "/opt", "/etc", "/home", "/var/lib", "/bin", "/sbin", "/lib", "/boot",
+                      "/root", "/tmp", "/usr/local")
+# More parallel hub downloads than this only opens more connections to one hub.
+MAX_WORKERS = 32
 
 
 class ModelInputError(ValueError):
@@ -282,7 +291,7 @@ def normalize_model(model, index):
     if sums is not None:
         if model.get("sha256") is not None:
             _fail(variable + ".sha256sums", "is set together with sha256", sums, "give the checksums one way")
-        if not isinstance(sums, str) or not sums:
+        if not isinstance(sums, str) or not sums or _CONTROL.search(sums) or sums.strip() != sums:
             _fail(variable + ".sha256sums", "must be a file name", sums,
                   "name a SHA256SUMS file (relative to the model directory, or absolute)")
     if kind in ("host", "http", "archive", "s3") and model.get("sha256") is None and sums is None:
@@ -380,7 +389,7 @@ def normalized_models(variables):
         _fail("vllm_model_models", "must be a list of models", models, "write a list of {name, source}")
     store = variables.get("vllm_model_store", "/var/lib/vllm-models")
     if (not isinstance(store, str) or not store.startswith("/") or _CONTROL.search(store)
-            or os.path.normpath(store) in ("/", "/usr", "/var", "/opt", "/etc", "/home", "/var/lib")):
+            or os.path.normpath(store) in SYSTEM_DIRECTORIES):
         _fail("vllm_model_store", "must be an absolute, dedicated directory", store, "use a path like /var/lib/vllm-models")
     keep = variables.get("vllm_model_keep", 2)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -390,6 +399,24 @@ def normalized_models(variables):
     if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or reserve < 0:
         _fail("vllm_model_min_free_disk_gib", "must be a number of GiB >= 0", reserve,
               "set the free space to leave on the store's file system")
+    workers = variables.get("vllm_model_download_workers", 4)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        _fail("vllm_model_download_workers", "must be an integer from 1 to %d" % MAX_WORKERS, workers,
+              "set the number of files of a hub model downloaded at once, such as 4")
+    group = variables.get("vllm_model_group", "")
+    if group not in ("", None) and (not isinstance(group, str) or not _GROUP.match(group)):
+        _fail("vllm_model_group", "is not a group name", group,
+              "name a system group such as vllm-serve, or leave it empty for vllm_serve_group")
+    venv = variables.get("vllm_model_tools_venv", "/opt/vllm/model-tools")
+    if (not isinstance(venv, str) or not venv.startswith("/") or _CONTROL.search(venv) or " " in venv
+            or ".." in venv.split("/") or os.path.normpath(venv) in SYSTEM_DIRECTORIES):
+        _fail("vllm_model_tools_venv", "must be an absolute, dedicated directory without spaces or '..'", venv,
+              "use a path like /opt/vllm/model-tools")
+    for key in ("vllm_model_huggingface_hub_version", "vllm_model_boto3_version"):
+        version = variables.get(key, "1")
+        if not isinstance(version, str) or not _PIN.match(version):
+            _fail(key, "is not a release version to pin", version,
+                  "write a version as PyPI lists it, such as %s" % ("2.4.0" if "hub" in key else "1.44.5"))
     bundle = variables.get("vllm_model_ca_bundle") or ""
     if bundle and (not isinstance(bundle, str) or not os.path.isfile(os.path.expanduser(bundle))):
         _fail("vllm_model_ca_bundle", "names no file on the controller", bundle,
@@ -516,6 +543,57 @@ def verify_files(root, expected):
     return manifest
 
 
+# What vLLM's loader reads of a model directory besides the weights: its config, and (for a sharded checkpoint) the
+# index whose weight_map names every shard. An index is metadata of a few MB at most.
+CONFIG_FILE = "config.json"
+INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
+MAX_INDEX_BYTES = 64 * 1024 * 1024
+
+
+def _index_shards(root, index_name, origin):
+    """The shard names an index's weight_map holds, each checked as a file name (the index came with the files)."""
+    path = os.path.join(root, index_name)
+    if os.path.getsize(path) > MAX_INDEX_BYTES:
+        raise ModelStoreError("%s: %s is larger than %d MiB, not a checkpoint index; the source serves something "
+                              "else under its name" % (origin, index_name, MAX_INDEX_BYTES >> 20))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            index = json.load(handle)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ModelStoreError("%s: %s is not valid JSON (%s); the source serves a broken index" % (
+            origin, index_name, shown(str(error))))
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(shard, str) for shard in weight_map.values()):
+        raise ModelStoreError("%s: %s has no weight_map of tensor name to shard file (got %s); the source serves a "
+                              "broken index" % (origin, index_name, shown(type(weight_map).__name__)))
+    shards = sorted(set(weight_map.values()))
+    check_file_names(shards, "%s: %s weight_map" % (origin, index_name),
+                     "a shard is a file of the model directory; the index came from a source that must be checked")
+    return shards
+
+
+def check_complete(root, revision):
+    """Refuse a revision that vLLM could not load as a whole, before it becomes current: config.json must be there,
+    and every shard each checkpoint index (*.safetensors.index.json, *.bin.index.json at the top level) names in its
+    weight_map must be a regular file of the revision. What checksums or include patterns left out is caught here,
+    not when the server starts."""
+    origin = "revision %s" % revision
+    top = sorted(os.listdir(root))
+    if not os.path.isfile(os.path.join(root, CONFIG_FILE)) or os.path.islink(os.path.join(root, CONFIG_FILE)):
+        raise ModelStoreError("%s is incomplete: it has no %s, which vLLM reads first (got %s); include it in the "
+                              "checksums or patterns" % (origin, CONFIG_FILE, shown(top[:8])))
+    for index_name in top:
+        if not index_name.endswith(INDEX_SUFFIXES) or not os.path.isfile(os.path.join(root, index_name)):
+            continue
+        missing = [shard for shard in _index_shards(root, index_name, origin)
+                   if os.path.islink(os.path.join(root, shard)) or not os.path.isfile(os.path.join(root, shard))]
+        if missing:
+            raise ModelStoreError("%s is incomplete: %s names %d shard(s) it does not hold (got missing %s); include "
+                                  "every shard in the checksums or patterns"
+                                  % (origin, index_name, len(missing), ", ".join(shown(shard) for shard in missing[:5])
+                                     + (" and %d more" % (len(missing) - 5) if len(missing) > 5 else "")))
+
+
 def free_bytes(path):
     """Free bytes on the file system of path (or its nearest existing parent), as an unprivileged writer sees them."""
     while not os.path.exists(path):
@@ -533,6 +611,42 @@ def check_free_disk(name, revision, needed, free, reserve_bytes, store):
             "%d bytes, %.2f GiB, plus vllm_model_min_free_disk_gib %.2f GiB); free space there, lower "
             "vllm_model_keep or move vllm_model_store" % (name, revision, free, store, free / gib, needed,
                                                           needed / gib, reserve_bytes / gib))
+
+
+class TransferCap:
+    """What one placement's downloads may write, counted as the bytes arrive (thread-safe: hub and S3 transfers run in
+    parallel). Each transfer is held to the size its source announced for it, when it announced one; all of them
+    together to `allowed`, the bytes the disk check allowed (free space less vllm_model_min_free_disk_gib). A source
+    that announces no size (HTTP without Content-Length, chunked) is thereby capped too: a hostile or broken origin
+    that streams without end is cut off before it fills the store's file system."""
+
+    def __init__(self, allowed, name):
+        import threading
+
+        self.allowed, self.name, self.written = max(0, allowed), name, 0
+        self._lock = threading.Lock()
+
+    def counter(self, what, announced=0):
+        """A callable taking each block's byte count of one transfer (what: its URL, shown redacted)."""
+        received = [0]
+
+        def count(amount):
+            with self._lock:
+                received[0] += amount
+                over = bool(announced) and received[0] > announced
+                if not over:  # refused on its own: other transfers are not charged for it
+                    self.written += amount
+                total = self.written
+            if over:
+                raise ModelStoreError("vllm_model_models (%s).source: %s sent more than the %d bytes it announced; the "
+                                      "transfer was stopped" % (self.name, shown(what), announced))
+            if total > self.allowed:
+                raise ModelStoreError(
+                    "vllm_model_models (%s).source: the download passed %d bytes, all that the disk check allowed "
+                    "(free space less vllm_model_min_free_disk_gib), at %s, which announced %s; the transfer was "
+                    "stopped" % (self.name, self.allowed, shown(what),
+                                 "%d bytes" % announced if announced else "no size"))
+        return count
 
 
 # The store: state of one model.

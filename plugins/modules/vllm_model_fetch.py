@@ -42,9 +42,17 @@ options:
       - V(activate) makes O(revision), a revision the store already holds intact, current again, without fetching or
         pruning anything (the rolling update's rollback, to the revision its restored units name). Needs O(store),
         O(name) and O(revision); O(source) is not used.
+      - V(resolve) (run on the controller, once per run) returns the commit a hub source's branch or tag leads to now
+        (RV(resolved)), from the hub's API, so that every host places that commit (O(resolved)); null, with
+        RV(unresolved) saying why, when the hub cannot be reached from the controller.
     type: str
-    choices: [place, plan, manifest, status, seed, activate]
+    choices: [place, plan, manifest, status, seed, activate, resolve]
     default: place
+  resolved:
+    description:
+      - For a hub source whose O(revision) is a branch or tag, the commit V(resolve) found it leads to in this run. The
+        host places that commit (asking the hub for it, not for the branch) and records that the branch leads there.
+    type: str
   store:
     description: Root of the model store.
     type: path
@@ -219,6 +227,14 @@ uploaded_bytes:
   description: For V(seed), the bytes uploaded to the mirror (boto3's count).
   returned: when V(seed) published a revision
   type: int
+resolved:
+  description: For V(resolve), the commit the branch or tag leads to (the commit itself for a commit); null when unresolved.
+  returned: action resolve
+  type: str
+unresolved:
+  description: For V(resolve), why the hub gave no answer (it cannot be reached from the controller).
+  returned: when V(resolve) could not reach the hub
+  type: str
 pruned:
   description: Revisions removed (or that would be in check mode).
   returned: action place
@@ -234,6 +250,7 @@ placed:
 
 import grp
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -252,7 +269,16 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_stor
 
 def _model_from_params(params):
     model = dict((key, params[key]) for key in store_rules.MODEL_KEYS if params.get(key) is not None)
-    return store_rules.normalize_model(model, 0)
+    model = store_rules.normalize_model(model, 0)
+    if params.get("resolved"):
+        # The commit the controller resolved a hub branch or tag to for the whole run (action resolve): it names a
+        # directory of the store, so it is checked like any answer from outside.
+        if model["kind"] != "hf":
+            raise ModelStoreError("%s: resolved applies to hub sources only" % model["name"])
+        store_rules.check_revision(params["resolved"], "hf", "vllm_model_models (%s).revision: the controller "
+                                   "resolved %s" % (model["name"], model["revision"]), "resolve it again")
+    model["resolved"] = params.get("resolved") or None
+    return model
 
 
 def _operator_manifest(model, root):
@@ -318,6 +344,7 @@ class Store:
         self.recorded = os.path.exists(os.path.join(self.dir, store_rules.STATE_FILE))
         self.state = store_rules.read_state(self.dir)
         self.current = store_rules.current_revision(self.dir) if os.path.isdir(self.dir) else None
+        self.cap = None  # the TransferCap of a placement's downloads (fetch)
 
     # Ownership: root, readable by the serving group only.
     def _own(self, path, directory):
@@ -396,6 +423,8 @@ class Store:
         target = self.revision_path(revision, record["kind"])
         store_rules.check_file_names(record["files"], "%s: revision %s" % (self.name, revision),
                                      "it came from a source that must be checked; nothing was written")
+        # Complete as vLLM reads it (config.json, every shard an index names), before anything of the store changes.
+        store_rules.check_complete(staged or link_target, revision)
         if os.path.lexists(target):
             store_rules.remove_entry(self.dir, revision)
         if staged:
@@ -424,14 +453,18 @@ class Store:
         download(staging) writes the files into a staging directory on the store's file system, each is verified
         against expected ({name: {sha256 or git_sha1, size}}; None when only the download knows the files, as for an
         archive: download returns them then), and the directory is renamed into place. A failure removes the
-        staging directory and leaves the previous revision current."""
+        staging directory and leaves the previous revision current. Every transfer is capped (self.cap): at the size
+        its source announced, and all together at what the disk check allowed; weights larger than announced are
+        weighed again before the switch."""
         _announced(result, record)
-        result["fit"] = self.check_fit(revision, record["weight_bytes"])
+        announced = record["weight_bytes"]
+        result["fit"] = self.check_fit(revision, announced)
         result["free_bytes"] = self.check_disk(revision, record["total_bytes"] if disk_bytes is None else disk_bytes)
         result["changed"] = True
         result["_record"] = record
         if self.module.check_mode:
             return self.finish(revision, result)
+        self.cap = store_rules.TransferCap(result["free_bytes"] - self.reserve, self.name)
         self.ensure_dirs()
         staging = self.staging(revision)
         try:
@@ -444,6 +477,9 @@ class Store:
                 dict((name, entry["size"]) for name, entry in files.items())),
                 total_bytes=sum(entry["size"] for entry in files.values()))
             _announced(result, record)  # what the verified files hold
+            if record["weight_bytes"] > announced:  # a source that announced less (or no size): weighed again
+                result["fit"] = self.check_fit(revision, record["weight_bytes"], consequence="Weighed after the "
+                                               "download, whose sizes were not all announced.")
             self.commit(revision, record, staged=staging)
         except (ModelStoreError, OSError) as error:
             _fail_cleanly(self, staging, error)
@@ -515,8 +551,7 @@ def _hub_client(store, module):
     except ImportError as error:
         raise ModelStoreError("%s: huggingface_hub is not importable by %s (%s); run the role, which installs it into "
                               "vllm_model_tools_venv" % (model["name"], module._name, error))
-    if module.params["ca_bundle"]:
-        _hub_trusts(huggingface_hub, module.params["ca_bundle"])
+    _hub_session(huggingface_hub, module.params["ca_bundle"])
     token = model["token"] or False
     return huggingface_hub, huggingface_hub.HfApi(endpoint=model["endpoint"], token=token), token
 
@@ -576,10 +611,16 @@ def place_hub(store, module):
     requested = model["revision"]
     revision = _known_revision(store, model)
     record = store.placed(revision) if revision else None
-    if record:
-        return store.reuse(revision, record, result)
+    if record:  # with the controller's resolution, the branch now leads here on this host too
+        return store.reuse(revision, record, result, ref=requested if model["resolved"] else None)
     huggingface_hub, api, token = _hub_client(store, module)
-    revision, expected = _hub_pins(model, api, requested)
+    # The commit the controller resolved the branch to for every host, not the branch again: it may have moved.
+    revision, expected = _hub_pins(model, api, model["resolved"] or requested)
+    if model["resolved"] and revision != model["resolved"]:
+        raise ModelStoreError("vllm_model_models (%s).endpoint: the hub at %s answers commit %s for %s, which the "
+                              "controller resolved %s to (got %s); check that the hosts and the controller reach the "
+                              "same hub" % (model["name"], api.endpoint, revision, model["resolved"], requested,
+                                            revision))
     names = sorted(expected)
     existing = store.placed(revision)
     if existing:  # a branch now pointing at a commit placed earlier under another name
@@ -592,27 +633,62 @@ def place_hub(store, module):
             huggingface_hub.hf_hub_download(model["location"], name, revision=revision, local_dir=staging,
                                             endpoint=model["endpoint"], token=token)
 
+        # Each response is held to the largest file the hub listed, all of them to what the disk check allowed.
+        largest = max([entry["size"] or 0 for entry in expected.values()] or [0])
+        _hub_session(huggingface_hub, module.params["ca_bundle"], store.cap, largest)
         try:
             with ThreadPoolExecutor(max_workers=max(1, module.params["workers"])) as pool:
                 list(pool.map(one, names))
+        except ModelStoreError:
+            raise
         except Exception as error:  # the client's download errors
+            capped = _capped(error)
+            if capped is not None:
+                raise capped
             raise ModelStoreError("the download from %s failed (%s: %s)" % (api.endpoint, type(error).__name__, error))
+        finally:
+            _hub_session(huggingface_hub, module.params["ca_bundle"])
         # The client's own bookkeeping inside local_dir is not part of the model.
         shutil.rmtree(os.path.join(staging, ".cache"), ignore_errors=True)
 
     return store.fetch(revision, record, expected, download, result)
 
 
-def _hub_trusts(huggingface_hub, ca_bundle):
-    """Make the hub client trust ca_bundle: its documented hook, set_client_factory, with the client it builds by
-    default (the same request hook, redirects, no timeout) plus the bundle."""
+def _hub_session(huggingface_hub, ca_bundle, cap=None, largest=0):
+    """The hub client's HTTP client, through its documented hook, set_client_factory: the client it builds by default
+    (the same request hook, redirects, no timeout), trusting ca_bundle when given; with cap (a TransferCap), every
+    response body is counted as the client decodes it, and one larger than `largest` (the largest file the hub
+    listed) or all of them beyond the cap's allowance is stopped: a hub that streams without a length is cut off."""
     import ssl
     import httpx2
     from huggingface_hub.utils import _http
 
-    context = ssl.create_default_context(cafile=ca_bundle)
-    huggingface_hub.set_client_factory(lambda: httpx2.Client(
-        event_hooks={"request": [_http.hf_request_event_hook]}, follow_redirects=True, timeout=None, verify=context))
+    hooks = {"request": [_http.hf_request_event_hook]}
+    if cap is not None:
+        def capped(response):
+            count = cap.counter(store_rules.redact_url(str(response.request.url)), largest)
+            iter_bytes = response.iter_bytes
+
+            def counted(*args, **kwargs):
+                for chunk in iter_bytes(*args, **kwargs):
+                    count(len(chunk))
+                    yield chunk
+            response.iter_bytes = counted
+
+        hooks["response"] = [capped]
+    verify = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
+    huggingface_hub.set_client_factory(lambda: httpx2.Client(event_hooks=hooks, follow_redirects=True, timeout=None,
+                                                             verify=verify))
+
+
+def _capped(error):
+    """The TransferCap refusal behind a client's error (the hub client may wrap what a hook raised), or None."""
+    seen = 0
+    while error is not None and seen < 5:
+        if isinstance(error, ModelStoreError):
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
 
 
 def place_host(store, module):
@@ -632,6 +708,11 @@ def place_host(store, module):
     record["requested"] = derived  # the ref a re-run without a label looks up
     _announced(result, record)
     result["fit"] = store.check_fit(revision, record["weight_bytes"])
+    try:
+        store_rules.check_complete(root, revision)
+    except ModelStoreError as error:
+        raise ModelStoreError("%s: %s; the previous revision (%s) stays current"
+                              % (store.name, error, store.current or "none"))
     result["changed"] = True
     result["_record"] = record
     if not module.check_mode:
@@ -705,26 +786,28 @@ def place_http(store, module):
 
     def download(staging):
         for name in sorted(expected):
-            _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle)
+            _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle, store.cap, sizes[name])
 
-    # A server that announces no Content-Length gives 0 above; the sha256 alone decides then.
+    # A server that announces no Content-Length gives 0 above: the disk check's allowance caps the download then,
+    # and the sha256 decides.
     return store.fetch(revision, record, dict((name, {"sha256": expected[name]}) for name in expected), download,
                        result)
 
 
-def _http_stream(model, url, path, ca_bundle, limit=0, digest=None):
+def _http_stream(model, url, path, ca_bundle, cap, limit=0, digest=None):
     """Stream url into a new file at path, updating digest (a hashlib object) when given. More bytes than limit
-    (when given) are refused."""
+    (the size announced, when one was) or than the placement's cap allows (store.cap) are refused as they arrive."""
     response = _http_open(model, url, ca_bundle=ca_bundle)
-    written = 0
-    with open(path, "wb") as handle:
-        for block in iter(lambda: response.read(1 << 20), b""):
-            written += len(block)
-            if limit and written > limit:
-                raise ModelStoreError("%s sends more than the %d bytes it announced" % (store_rules.redact_url(url), limit))
-            if digest is not None:
-                digest.update(block)
-            handle.write(block)
+    count = cap.counter(store_rules.redact_url(url), limit)
+    try:
+        with open(path, "wb") as handle:
+            for block in iter(lambda: response.read(1 << 20), b""):
+                count(len(block))
+                if digest is not None:
+                    digest.update(block)
+                handle.write(block)
+    finally:
+        response.close()  # a stopped transfer hangs up on the origin
 
 
 def place_archive(store, module):
@@ -759,7 +842,7 @@ def place_archive(store, module):
         path = staging + ".archive"  # beside staging, so the directory verified holds the model's files only
         try:
             sha256 = hashlib.sha256()
-            _http_stream(model, model["source"], path, ca_bundle, limit=size, digest=sha256)
+            _http_stream(model, model["source"], path, ca_bundle, store.cap, limit=size, digest=sha256)
             got = sha256.hexdigest()
             if got != digest:
                 raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
@@ -831,7 +914,7 @@ def place_s3(store, module):
         try:
             return function(**arguments)
         except Exception as error:  # botocore's ClientError, EndpointConnectionError, NoCredentialsError, ...
-            raise s3.error_line(model, url, error)
+            raise _capped(error) or s3.error_line(model, url, error)
 
     if model.get("sha256"):
         expected = dict((name, digest.lower()) for name, digest in model["sha256"].items())
@@ -856,8 +939,9 @@ def place_s3(store, module):
         for name in sorted(expected):
             key = _s3_key(model, name)
             # boto3's managed transfer: ranged parts in parallel for large files.
+            count = store.cap.counter(_s3_url(model, key), files[name]["size"])
             call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key,
-                 Filename=_staged_file(staging, name))
+                 Filename=_staged_file(staging, name), Callback=count)
 
     return store.fetch(revision, record, files, download, result)
 
@@ -884,7 +968,7 @@ def _known_revision(store, model, manifest=None):
     every source's re-run, and a mirror's status, decide from before any network client is created."""
     ref = _source_ref(model, manifest)
     if model["kind"] == "hf":
-        return ref if store_rules.is_commit(ref) else store.state["refs"].get(ref)
+        return ref if store_rules.is_commit(ref) else model.get("resolved") or store.state["refs"].get(ref)
     if model["kind"] == "controller":
         return ref
     return model["revision"] or store.state["refs"].get(ref)
@@ -1001,7 +1085,8 @@ def _place_from_mirror(store, module, mirror, revision, expected, ref):
 
     def download(staging):
         for name in sorted(files):
-            mirror.download(revision, name, _staged_file(staging, name))
+            mirror.download(revision, name, _staged_file(staging, name), store.cap.counter(
+                mirror.url(revision, name), files[name]["size"]))
 
     try:
         return store.fetch(revision, record, expected, download, {"changed": False})
@@ -1063,6 +1148,53 @@ def _check_seeded(model, revision, sums):
 def _check_manifest_param(model, manifest):
     """A controller source's manifest (action manifest's result): names inside the model directory."""
     store_rules.check_file_names(manifest or {}, "%s: manifest" % model["name"], "compute it with action manifest")
+
+
+def resolve_on_controller(module):
+    """On the controller, once per run: the commit a hub branch or tag leads to now, from the hub's API (plain HTTPS,
+    no hub client needed), so every host places the same commit. A commit needs no resolving. The hub's answer is
+    checked (40 lower-case hex digits). An unreachable hub is not an error here (resolved is null, with the reason):
+    each host then keeps the commit it recorded for the ref."""
+    model = _model_from_params(module.params)
+    if model["kind"] != "hf":
+        raise ModelStoreError("action resolve needs a hub source (got %s)" % store_rules.shown(model["source"]))
+    ref = model["revision"]
+    if store_rules.is_commit(ref):
+        return {"changed": False, "revision": ref, "ref": ref, "resolved": ref}
+    endpoint = (model["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    variable = "vllm_model_models (%s)" % model["name"]
+    url = "%s/api/models/%s/revision/%s" % (endpoint, model["location"], quote(ref, safe=""))
+    headers = {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
+    try:
+        response = open_url(url, headers=headers, timeout=30, follow_redirects="safe",
+                            ca_path=module.params["ca_bundle"])
+        body = response.read(4 << 20)
+    except Exception as error:  # HTTPError carries the hub's X-Error-Code; the rest is the network
+        code = error.headers.get("X-Error-Code", "") if getattr(error, "headers", None) is not None else ""
+        status = getattr(error, "code", None)
+        if code == "RevisionNotFound" or (status == 404 and not code):
+            raise ModelStoreError("%s.revision: %s has no revision %s (got %s); pin a commit, tag or branch that "
+                                  "exists" % (variable, model["location"], ref, ref))
+        if code == "GatedRepo":
+            raise ModelStoreError("%s.token: %s is gated and %s (got %s); accept its terms on the hub and set a "
+                                  "token with read access" % (variable, model["location"], "the token was refused"
+                                                              if model["token"] else "no token is set",
+                                                              "a token" if model["token"] else "no token"))
+        if code == "RepoNotFound" or status in (401, 404):
+            raise ModelStoreError("%s.source: no repository %s on %s, or it is private (got %s); check the id, or "
+                                  "set a token" % (variable, model["location"], endpoint, model["source"]))
+        reason = "%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else "")
+        unresolved = "the hub at %s cannot be reached from the controller (%s)" % (endpoint, reason)
+        module.warn("%s: %s %s was not resolved for the fleet: %s; each host keeps the commit it recorded for it, "
+                    "and a host without one resolves it itself" % (variable, model["source"], ref, unresolved))
+        return {"changed": False, "revision": None, "ref": ref, "resolved": None, "unresolved": unresolved}
+    try:
+        sha = json.loads(body.decode("utf-8")).get("sha")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        sha = body[:80].decode("utf-8", "replace")
+    commit = store_rules.check_revision(sha, "hf", "%s.endpoint: the hub at %s answered for %s" % (
+        variable, endpoint, ref), "the hub or a proxy in between is not answering as the hub does; nothing was written")
+    return {"changed": False, "revision": commit, "ref": ref, "resolved": commit}
 
 
 def plan_controller(store, module):
@@ -1135,6 +1267,8 @@ PLACE = {"hf": place_hub, "host": place_host, "http": place_http, "archive": pla
 
 def run(module):
     action = module.params["action"]
+    if action == "resolve":
+        return resolve_on_controller(module)
     if action == "manifest":
         model = _model_from_params(module.params)
         files = directory_manifest(model, model["location"])
@@ -1175,7 +1309,8 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "action": {"type": "str", "choices": ["place", "plan", "manifest", "status", "seed",
-                                                  "activate"], "default": "place"},
+                                                  "activate", "resolve"], "default": "place"},
+            "resolved": {"type": "str"},
             "store": {"type": "path"},
             "name": {"type": "str"},
             "source": {"type": "str"},
@@ -1204,7 +1339,8 @@ def main():
             "mirror_manifest": {"type": "dict"},
         },
         required_if=[("action", "place", ["source"]), ("action", "plan", ["source"]),
-                     ("action", "manifest", ["source"]), ("action", "activate", ["revision"])],
+                     ("action", "manifest", ["source"]), ("action", "activate", ["revision"]),
+                     ("action", "resolve", ["source", "revision"])],
         supports_check_mode=True,
     )
     try:

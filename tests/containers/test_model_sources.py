@@ -142,6 +142,8 @@ def test_hub_model_is_placed_verified_and_readable_by_the_serve_group_only(host,
                                       "revision_path": STORE + "/tiny/" + COMMITS["main"], "source": "hf",
                                       "previous_revision": None}}
     assert current(host) == COMMITS["main"]
+    # The branch was resolved once, on the controller, and the play says which commit it meant for every host.
+    assert "tiny: hf://org/tiny main is commit %s for every host" % COMMITS["main"] in result.stdout
     for name in ("config.json", "model.safetensors", "tokenizer_config.json"):
         expected = hashlib.sha256(hub.file("main", name).read_bytes()).hexdigest()
         assert sha256_in(host, "%s/tiny/current/%s" % (STORE, name)) == expected
@@ -161,6 +163,9 @@ def test_rerun_with_the_hub_stopped_changes_nothing(host, hub, tmp_path):
     assert result.returncode == 0, result.stdout[-3000:]
     assert changed_count(result) == 0
     assert result.placed["tiny"]["revision"] == COMMITS["main"]
+    # The controller cannot resolve main either: the host keeps the commit it recorded, and the play says so.
+    assert "tiny: hf://org/tiny main was not resolved: the hub at %s cannot be reached from the controller" % (
+        hub.endpoint) in result.stdout, result.stdout[-3000:]
 
 
 def test_revision_switch_keeps_the_old_revision(host, hub, tmp_path):

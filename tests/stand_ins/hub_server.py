@@ -18,7 +18,8 @@ can count the origin's traffic. Usage: python hub_server.py ROOT PORT (binds 127
 A hostile hub, for the tests that prove the collection refuses one: a file answer.json in a repository's
 directory ({"<ref>": {"sha": "<any string>", "unchecked": ["<file>", ...]}}) makes the model info for that
 ref announce that sha (a refs.json entry with the same string lets its files be downloaded too) and list the
-files named under "unchecked" without any checksum (no LFS sha256, no blob id).
+files named under "unchecked" without any checksum (no LFS sha256, no blob id); a file named under "endless" is
+sent (GET) with chunked transfer encoding and no length, without end (1 GiB at most), as a hostile or broken hub would.
 HubProcess runs the stand-in from a test.
 """
 
@@ -167,6 +168,9 @@ class HubHandler(BaseHTTPRequestHandler):
         if metadata is None:
             self._error(404, "EntryNotFound", "%s does not exist at %s" % (name, commit))
             return
+        if self.command == "GET" and any(name in answer.get("endless", ()) for answer in repository["answers"].values()):
+            self._endless()
+            return
         data = open(os.path.join(repository["commits"][commit]["base"], name), "rb").read()
         etag = metadata["lfs"]["sha256"] if "lfs" in metadata else metadata["blobId"]
         start, status = 0, 200
@@ -186,6 +190,21 @@ class HubHandler(BaseHTTPRequestHandler):
             self.wfile.write(data[start:])
             with self.served_lock:
                 self.served[0] += len(data) - start
+
+    def _endless(self):
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        block = b"\0" * (1 << 16)
+        try:
+            for dummy in range((1 << 30) // len(block)):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(block), block))
+                with self.served_lock:
+                    self.served[0] += len(block)
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client hung up: what a capped download does
 
 
 class HubProcess:

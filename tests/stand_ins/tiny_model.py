@@ -1,4 +1,5 @@
-"""Write a tiny model directory (config, tokenizer config, one safetensors file) in pure Python.
+"""Write a tiny model directory (config, tokenizer config, one safetensors file, or shards and their index) in pure
+Python.
 
 tests/engine/make_tiny_model.py makes a servable model but needs torch and transformers, which the
 test toolchain does not carry; the model-placement tests need only real files of the right formats:
@@ -14,11 +15,7 @@ import random
 import struct
 
 
-def write_tiny_model(directory, seed=0, hidden=16, vocab=64):
-    os.makedirs(directory, exist_ok=True)
-    generator = random.Random(seed)
-    tensors = {"model.embed_tokens.weight": (vocab, hidden), "lm_head.weight": (vocab, hidden),
-               "model.norm.weight": (hidden,)}
+def _write_safetensors(path, generator, tensors):
     header, blobs, offset = {}, [], 0
     for name, shape in tensors.items():
         count = 1
@@ -31,8 +28,28 @@ def write_tiny_model(directory, seed=0, hidden=16, vocab=64):
     header["__metadata__"] = {"format": "pt"}
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)
-    with open(os.path.join(directory, "model.safetensors"), "wb") as handle:
+    with open(path, "wb") as handle:
         handle.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+
+
+def write_tiny_model(directory, seed=0, hidden=16, vocab=64, shards=1):
+    """shards > 1: the tensors spread over model-0000i-of-0000n.safetensors with a model.safetensors.index.json
+    whose weight_map names them, as a sharded hub checkpoint is laid out."""
+    os.makedirs(directory, exist_ok=True)
+    generator = random.Random(seed)
+    tensors = {"model.embed_tokens.weight": (vocab, hidden), "lm_head.weight": (vocab, hidden),
+               "model.norm.weight": (hidden,)}
+    if shards == 1:
+        _write_safetensors(os.path.join(directory, "model.safetensors"), generator, tensors)
+    else:
+        names, weight_map = sorted(tensors), {}
+        for number in range(shards):
+            shard = "model-%05d-of-%05d.safetensors" % (number + 1, shards)
+            part = dict((name, tensors[name]) for name in names[number::shards])
+            _write_safetensors(os.path.join(directory, shard), generator, part)
+            weight_map.update((name, shard) for name in part)
+        with open(os.path.join(directory, "model.safetensors.index.json"), "w") as handle:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, handle, indent=1)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
               "intermediate_size": hidden * 2, "num_hidden_layers": 1, "num_attention_heads": 1,
               "vocab_size": vocab, "torch_dtype": "float32", "seed": seed}

@@ -159,6 +159,18 @@ CASES = [
     ({"vllm_model_models": [{"name": "tiny", "source": "https://ops:%s@models.example/tiny/" % SECRET,
                              "sha256sums": "SHA256SUMS"}]}, "vllm_model_models[0] (tiny).source"),
     ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
+    # Keys only some sources take: the hub's file patterns, a file list's SHA256SUMS.
+    ({"vllm_model_models": [dict(HUB_MODEL, include="*.safetensors")]}, "vllm_model_models[0] (tiny).include"),
+    ({"vllm_model_models": [dict(HUB_MODEL, exclude=["*.bin", ""])]}, "vllm_model_models[0] (tiny).exclude"),
+    ({"vllm_model_models": [dict(S3_MODEL, sha256sums="SHA256SUMS\nx")]}, "vllm_model_models[0] (tiny).sha256sums"),
+    # A worker count that cannot work (0 was taken as 1, 10000 opened as many connections to the hub).
+    ({"vllm_model_download_workers": 0}, "vllm_model_download_workers"),
+    ({"vllm_model_download_workers": 10000}, "vllm_model_download_workers"),
+    ({"vllm_model_group": "model readers"}, "vllm_model_group"),
+    ({"vllm_model_tools_venv": "opt/model-tools"}, "vllm_model_tools_venv"),
+    ({"vllm_model_tools_venv": "/usr"}, "vllm_model_tools_venv"),
+    ({"vllm_model_huggingface_hub_version": "latest"}, "vllm_model_huggingface_hub_version"),
+    ({"vllm_model_boto3_version": "1.44.5 --index-url=http://evil.example/"}, "vllm_model_boto3_version"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),
     ({"vllm_serve_port": "eighty"}, "vllm_serve_port"),

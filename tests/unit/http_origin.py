@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
-import threading
+
+from stand_ins.hostile_http import serving
 
 
 class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
@@ -25,10 +26,5 @@ def http_origin(directory):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                              functools.partial(_RecordingHandler, directory=str(directory)))
     server.requests = []
-    server.url = "http://127.0.0.1:%d" % server.server_address[1]
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -118,6 +118,30 @@ def test_every_rule_is_in_the_table_and_every_role_has_an_entry():
     assert set(roles) - set(input_rules.RULES) <= {"preflight", "os_packages"}
 
 
+# Roles whose every public setting (defaults/main.yml) has a bad-input case in bad_inputs.CASES; a role joins once it
+# has one per setting, and then a setting added without a case fails here.
+COVERED_ROLES = ("vllm_model", "vllm_gateway", "tcmalloc")
+
+
+@pytest.mark.parametrize("role", COVERED_ROLES)
+def test_every_public_setting_has_a_bad_input_case(role):
+    import yaml
+
+    settings = yaml.safe_load((REPO_ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+    named = {expected.split("[")[0].split(".")[0].split(" ")[0] for dummy, expected in CASES}
+    assert sorted(set(settings) - named) == [], "settings of %s without a bad-input case in bad_inputs.py" % role
+
+
+def test_every_key_of_a_model_has_a_bad_input_case():
+    """vllm_model_models entries: each key, including those only some sources take (the hub's, S3's, the checksums of
+    file lists), has a case whose message names it."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_store import MODEL_KEYS
+
+    named = {re.sub(r"^vllm_model_models\[\d+\]( \([^)]*\))?\.?", "", expected) for dummy, expected in CASES
+             if expected.startswith("vllm_model_models[")}
+    assert sorted(set(MODEL_KEYS) - named) == []
+
+
 def test_docs_table_is_current():
     assert input_rules_doc.render() == input_rules_doc.DOCS.read_text(), "run make golden and review the diff"
 

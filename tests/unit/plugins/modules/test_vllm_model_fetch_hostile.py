@@ -107,7 +107,7 @@ def hub(tmp_path_factory):
     # A hub that lists a file without any checksum (no LFS sha256, no blob id).
     write_tiny_model(str(root / "org" / "unchecked" / COMMIT), seed=64)
     (root / "org" / "unchecked" / "refs.json").write_text(json.dumps({"main": COMMIT}))
-    (root / "org" / "unchecked" / "answer.json").write_text(json.dumps({"main": {"unchecked": ["config.json"]}}))
+    (root / "org" / "unchecked" / "answer.json").write_text(json.dumps({"main": {"unchecked": ["tokenizer_config.json"]}}))
     server = HubProcess(root).start()
     yield server
     server.stop()
@@ -184,12 +184,12 @@ def test_a_hub_file_without_a_checksum_is_refused(capsys, tmp_path, hub):
     served = hub.bytes_served()
     placed = run_module(capsys, **hub_model(hub, tmp_path, source="hf://org/unchecked", revision="main"))
     assert placed.get("failed"), placed
-    assert placed["msg"].startswith("vllm_model_models (tiny).endpoint: the hub at %s lists config.json of "
+    assert placed["msg"].startswith("vllm_model_models (tiny).endpoint: the hub at %s lists tokenizer_config.json of "
                                     "org/unchecked at %s without a checksum (got LFS sha256 none, blob id none); "
                                     % (hub.endpoint, COMMIT)), placed["msg"]
     assert hub.bytes_served() == served and not os.path.exists(tmp_path / "store" / "tiny" / "current")
     # Left out with exclude, the rest is placed, every file verified.
     placed = run_module(capsys, **hub_model(hub, tmp_path, source="hf://org/unchecked", revision="main",
-                                            exclude=["config.json"]))
+                                            exclude=["tokenizer_config.json"]))
     assert placed.get("failed") is not True, placed
-    assert sorted(os.listdir(tmp_path / "store" / "tiny" / "current")) == ["model.safetensors", "tokenizer_config.json"]
+    assert sorted(os.listdir(tmp_path / "store" / "tiny" / "current")) == ["config.json", "model.safetensors"]

@@ -41,6 +41,27 @@ def s3_args(server, keys, store, label, bucket="models", **extra):
                  "min_free_disk_gib": 0}, **dict(keys, **extra))
 
 
+@pytest.mark.parametrize("change, expected", [
+    # The IAM user's key id with another secret: S3 (moto with IAM enforced) answers SignatureDoesNotMatch.
+    ({"secret_access_key": "not-the-secret-of-this-key"},
+     "vllm_model_models (tiny).secret_access_key: is wrong: S3 rejected the request's signature for "
+     "s3://models/org/tiny/v1/SHA256SUMS, so the secret does not belong to the access key id (got "
+     "SignatureDoesNotMatch); set the secret_access_key issued with access_key_id"),
+    # A key id the store does not know: InvalidAccessKeyId.
+    ({"access_key_id": "AKIAUNKNOWNUNKNOWN00"},
+     "vllm_model_models (tiny).access_key_id: is wrong: the S3 store knows no such access key id for "
+     "s3://models/org/tiny/v1/SHA256SUMS (got InvalidAccessKeyId); set an access key id that exists on "),
+])
+def test_wrong_keys_name_the_key_not_a_missing_grant(capsys, tmp_path, origin, change, expected):
+    # Before the test below, which restarts moto (its buckets and users are gone then).
+    server, keys, dummy = origin
+    result = run_module(capsys, **s3_args(server, dict(keys, **change), tmp_path / "store", "v1"))
+    assert result.get("failed"), result
+    assert result["msg"].startswith(expected), result["msg"]
+    assert "grant" not in result["msg"] and "denied" not in result["msg"]
+    assert keys["secret_access_key"] not in result["msg"] and change.get("secret_access_key", "-") not in result["msg"]
+
+
 def test_s3_model_placed_verified_rerun_offline_and_refusals_keep_the_previous(capsys, tmp_path, origin):
     server, keys, models = origin
     store = tmp_path / "store"

@@ -1,0 +1,127 @@
+"""vllm_model_fetch caps every transfer at what the disk check allowed (free space less vllm_model_min_free_disk_gib)
+and at the size its source announced: a hostile HTTP origin (tests/stand_ins/hostile_http.py) that streams without a
+length, or sends more than it announced, is cut off as the bytes arrive, the staging directory is removed and the
+previous revision stays current; a hub (tests/stand_ins/hub_server.py, the real huggingface_hub client) that streams
+a file without end is cut off at the largest size it listed; an S3 object larger than its HEAD announced (the real boto3 against moto's S3 server,
+tests/stand_ins/s3_origin.py, its HeadObject answer lowered through boto3's own event hook) is stopped the same way.
+On the old code the endless origin was read until the disk was full.
+
+The store's free space is fixed for these tests (vllm_model_store.free_bytes patched to 8 MiB): the cap is what the
+disk check allowed, and the machine's free space changes under other runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_s3
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as rules
+
+from stand_ins.hostile_http import hostile_origin
+from stand_ins.hub_server import HubProcess
+from stand_ins.s3_origin import REGION, S3Origin
+from stand_ins.tiny_model import write_tiny_model
+from model_fetch import run_module  # noqa: E402
+
+FREE = 8 << 20
+
+
+@pytest.fixture
+def small_disk(monkeypatch):
+    monkeypatch.setattr(rules, "free_bytes", lambda path: FREE)
+
+
+def sums(directory, names):
+    return dict((name, hashlib.sha256(open(os.path.join(directory, name), "rb").read()).hexdigest()) for name in names)
+
+
+def staying(model_dir, previous):
+    assert os.readlink(os.path.join(model_dir, "current")) == previous
+    assert sorted(os.listdir(model_dir)) == sorted([".state.json", "current", previous])  # no staging left
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("endless", "the download passed %d bytes, all that the disk check allowed (free space less "
+                "vllm_model_min_free_disk_gib), at {url}/v2/model.safetensors, which announced no size; the transfer "
+                "was stopped" % FREE),
+    ("lying", "{url}/v2/model.safetensors sent more than the {size} bytes it announced; the transfer was stopped"),
+])
+def test_an_origin_streaming_more_than_allowed_is_cut_off(capsys, tmp_path, small_disk, mode, words):
+    root = tmp_path / "origin"
+    write_tiny_model(str(root / "v1"), seed=81)
+    write_tiny_model(str(root / "v2"), seed=82)
+    names = ["config.json", "model.safetensors", "tokenizer_config.json"]
+    store = tmp_path / "store"
+    with hostile_origin(root, {"v2/model.safetensors": mode}) as origin:
+        def place(label):
+            return run_module(capsys, store=str(store), name="tiny", source="%s/%s/" % (origin.url, label),
+                              sha256=sums(str(root / label), names), min_free_disk_gib=0)
+
+        first = place("v1")
+        assert first.get("failed") is not True, first
+        refused = place("v2")
+        sent = origin.served("v2/model.safetensors")
+    assert refused.get("failed"), refused
+    size = os.path.getsize(root / "v2" / "model.safetensors")
+    assert refused["msg"] == "tiny: vllm_model_models (tiny).source: %s; the previous revision (%s) stays current" % (
+        words.format(url=origin.url, size=size), first["revision"]), refused["msg"]
+    staying(store / "tiny", first["revision"])
+    # The origin was stopped within a few blocks of the cap, not read to its safety ceiling (1 GiB).
+    assert sent < FREE + (8 << 20), sent
+
+
+def test_an_s3_object_larger_than_announced_is_stopped(capsys, tmp_path, small_disk, monkeypatch):
+    server = S3Origin().start()
+    try:
+        model = write_tiny_model(str(tmp_path / "model"), seed=83)
+        server.put_model("models", "org/tiny", model)
+        make_client = vllm_model_s3.client
+
+        def announcing_less(*args, **kwargs):
+            """The real client, whose HeadObject answer for the weights says 100 bytes (boto3's own event hook)."""
+            client = make_client(*args, **kwargs)
+
+            def lower(http_response, parsed, model, **_kwargs):
+                if parsed.get("ContentLength", 0) > 1000:
+                    parsed["ContentLength"] = 100
+            client.meta.events.register("after-call.s3.HeadObject", lower)
+            return client
+
+        monkeypatch.setattr(vllm_model_s3, "client", announcing_less)
+        refused = run_module(capsys, store=str(tmp_path / "store"), name="tiny", source="s3://models/org/tiny",
+                             sha256sums="SHA256SUMS", region=REGION, endpoint_url=server.endpoint,
+                             access_key_id="AKIASETUPSETUPSETUP0", secret_access_key="setup-only", min_free_disk_gib=0)
+    finally:
+        server.stop()
+    assert refused.get("failed"), refused
+    assert refused["msg"].startswith("tiny: vllm_model_models (tiny).source: s3://models/org/tiny/model.safetensors "
+                                     "sent more than the 100 bytes it announced; the transfer was stopped; the previous "
+                                     "revision (none) stays current"), refused["msg"]
+    assert [entry for entry in os.listdir(tmp_path / "store" / "tiny") if entry.startswith(".staging")] == []
+
+
+def test_a_hub_streaming_without_end_is_cut_off(capsys, tmp_path, small_disk):
+    root, commit = tmp_path / "hub", "8" * 40
+    write_tiny_model(str(root / "org" / "endless" / commit), seed=84)
+    (root / "org" / "endless" / "refs.json").write_text(json.dumps({"main": commit}))
+    (root / "org" / "endless" / "answer.json").write_text(json.dumps({"main": {"endless": ["model.safetensors"]}}))
+    largest = max(os.path.getsize(root / "org" / "endless" / commit / name) for name in os.listdir(
+        root / "org" / "endless" / commit))
+    hub = HubProcess(root).start()
+    try:
+        refused = run_module(capsys, store=str(tmp_path / "store"), name="tiny", source="hf://org/endless",
+                             revision=commit, endpoint=hub.endpoint, min_free_disk_gib=0)
+        served = hub.bytes_served()
+    finally:
+        hub.stop()
+    assert refused.get("failed"), refused
+    assert refused["msg"].startswith("tiny: vllm_model_models (tiny).source: %s/org/endless/resolve/%s/model.safetensors "
+                                     "sent more than the %d bytes it announced; the transfer was stopped; the previous "
+                                     "revision (none) stays current" % (hub.endpoint, commit, largest)), refused["msg"]
+    # Stopped at the client's first block (huggingface_hub hands the body on in 10 MiB blocks), not at the 1 GiB the
+    # stand-in would send.
+    assert served < 32 << 20, served
+    assert [entry for entry in os.listdir(tmp_path / "store" / "tiny") if entry.startswith(".staging")] == []
