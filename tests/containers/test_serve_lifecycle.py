@@ -218,6 +218,7 @@ def test_site_yml_puts_back_the_release_and_the_model_revision_that_served(host,
                          re.escape(release.split("/")[-1]), re.escape(release.split("/")[-1]), revision), output), \
         output[-3000:]
     _assert_serves_as(host, before, links)
+    before = host.exec(SERVED).stdout  # alpha's new process, which the next run must leave alone
 
     # A model that cannot be placed, after the new release was activated: the release link goes back, alpha is not
     # restarted.
