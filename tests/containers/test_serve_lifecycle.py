@@ -1,8 +1,10 @@
 """vllm_serve lifecycle on a native systemd container, serving a vllm_build release of the fixture vLLM
 tree (tests/fixtures/vllm_source/README.md says what it stands in for): two instances, a config change
 restarts only its instance, a re-run changes nothing, a removed instance is stopped and deleted; serve.yml
-refuses a privileged port in preflight and puts back what served when a change fails at start; an instance
-that cannot start fails the play at once with its journal's decisive line."""
+refuses a privileged port in preflight and puts back what served when a change fails at start; site.yml puts back
+the release and the model revision that served when a new one fails at start, and only the release link when a model
+fails to be placed (no restart); an instance that cannot start fails the play at once with its journal's decisive
+line."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import re
 
 import pytest
 
-from harness import BUILD_SETUP, REPO_ROOT, prepared_host
+from harness import BUILD_SETUP, REPO_ROOT, podman, prepared_host
+from stand_ins.tiny_model import write_tiny_model
 
 SERVE = {
     "vllm_serve_model": "arm-inference/test-model",
@@ -166,3 +169,77 @@ def test_a_model_the_service_user_cannot_read_is_named(host, tmp_path):
         assert result.returncode != 0
         assert "the model %s must exist and be readable by vllm-serve" % model in output, output[-3000:]
         assert words in output, output[-3000:]
+
+
+SITE_YML = str(REPO_ROOT / "playbooks" / "site.yml")
+# site.yml as it runs on a provisioned host, without the three roles that only prepare it (build_deps, tcmalloc,
+# python_venv: the prepared image ran them): the preflight, keep, and the block whose rescue is recover.
+SITE_TAGS = ("--tags", "vllm_build,vllm_model,vllm_serve")
+LINKS = "readlink /opt/vllm/current /var/lib/vllm-models/tiny/current"
+
+
+def _health(host):
+    return host.exec("python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8000/health\")'")
+
+
+def test_site_yml_puts_back_the_release_and_the_model_revision_that_served(host, tmp_path):
+    """site.yml: a new release (vllm_build) or a new model revision (vllm_model) whose server fails at start gets
+    the release link, the model's current link and alpha's unit and environment that served back, serving; a model
+    that cannot be placed after a new release was activated puts the release link back and restarts nothing."""
+    release = host.exec("readlink /opt/vllm/current").stdout.strip()
+    assert release.startswith("releases/v0.32."), release
+    model = tmp_path / "models" / "tiny"
+    write_tiny_model(str(model), seed=1)
+    # alpha serves a model placed from the controller; the fixture server fails at start from any other release.
+    served = dict(BUILD_SETUP, **ALPHA_ONLY)
+    served.update(vllm_serve_model="tiny", vllm_model_models=[{"name": "tiny", "source": "controller://%s" % model}],
+                  vllm_serve_instances=[{key: value for key, value in ALPHA.items() if key != "model_weights_gib"}],
+                  vllm_serve_environment={"VLLM_FIXTURE_FAIL_UNLESS_RELEASE": release.split("/")[-1]})
+    result = host.playbook(tmp_path, SITE_YML, served, options=SITE_TAGS)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    before, links = host.exec(SERVED).stdout, host.exec(LINKS).stdout
+    assert _health(host).returncode == 0 and "releases/" in links and links.count("\n") == 2, links
+
+    # One run that brings both a new release (the wheel this release was built from, installed as a release of its
+    # own: no compile) and a new model revision: the server fails at start, and both links go back with the units.
+    built = json.loads(host.exec("cat /opt/vllm/%s/release.json" % release).stdout)
+    wheel = tmp_path / built["wheel"]
+    podman("cp", "%s:/opt/vllm/builds/%s/dist/%s" % (host.name, built["identity"], built["wheel"]), str(wheel))
+    new_release = dict(served, vllm_build_method="wheel", vllm_build_wheel=str(wheel))
+    write_tiny_model(str(model), seed=2)
+    result, output = _run_site(host, tmp_path, new_release)
+    assert result.returncode != 0
+    assert "decisive journal line: RuntimeError: fixture release vllm-0.32." in output, output[-3000:]
+    revision = links.split()[1].split("/")[-1]
+    assert re.search(r"Restored what served before this run, and it answers /health again: the instances "
+                     r"vllm-serve-alpha\.service with their units and environment as before, on the release %s; put back "
+                     r"as current the release %s \(this run had made vllm-0\.32\.\S+ current\); model tiny at revision %s "
+                     r"\(this run had made [\w-]+ current\)\." % (
+                         re.escape(release.split("/")[-1]), re.escape(release.split("/")[-1]), revision), output), \
+        output[-3000:]
+    _assert_serves_as(host, before, links)
+    before = host.exec(SERVED).stdout  # alpha's new process, which the next run must leave alone
+
+    # A model that cannot be placed, after the new release was activated: the release link goes back, alpha is not
+    # restarted.
+    result, output = _run_site(host, tmp_path, dict(new_release, vllm_model_models=[
+        {"name": "tiny", "source": "controller://%s" % (tmp_path / "models" / "absent")}]))
+    assert result.returncode != 0
+    assert re.search(r"Nothing that serves was changed \(the run stopped before vllm_serve changed anything\), so no "
+                     r"instance was restarted; put back as current the release %s \(this run had made vllm-0\.32\."
+                     % re.escape(release.split("/")[-1]), output), output[-3000:]
+    assert host.exec(SERVED).stdout == before and host.exec(LINKS).stdout == links
+    assert SERVE["vllm_serve_api_key"] not in output
+
+
+def _run_site(host, tmp_path, variables):
+    result = host.playbook(tmp_path, SITE_YML, variables, options=SITE_TAGS)
+    return result, result.stdout + result.stderr
+
+
+def _assert_serves_as(host, before, links):
+    """alpha runs again (a new process) with the unit, environment, release and model revision it had."""
+    after = host.exec(SERVED).stdout
+    assert after.split("\n", 1)[1] == before.split("\n", 1)[1] and after.split()[0] not in ("", "0", before.split()[0])
+    assert host.exec(LINKS).stdout == links
+    assert _health(host).returncode == 0
