@@ -143,7 +143,7 @@ def test_check_mode_marks_a_revision_it_did_not_place_as_pending(capsys, tmp_pat
     assert would["changed"] and would["placed"]["pending"] is True
     assert not os.path.exists(would["placed"]["revision_path"]) and current(tmp_path) == first["revision"]
     # A revision already placed is not pending in check mode either.
+    common["source"] = "controller://%s" % (tmp_path / "controller-1")
     again = run_module(capsys, action="place", revision=first["revision"], manifest=manifest["manifest"],
-                       staged=plan["staging"], min_free_disk_gib=0,
-                       **dict(common, source="controller://%s" % (tmp_path / "controller-1")))
+                       staged=plan["staging"], min_free_disk_gib=0, **common)
     assert "pending" not in again["placed"]
