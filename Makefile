@@ -105,7 +105,7 @@ integration: setup build
 	$(HARNESS) images $(INTEGRATION_IMAGES)
 	# Once, before the two xdist workers start (each would otherwise wait for it in turn).
 	$(HARNESS) prepared-image $(ARCH)
-	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/containers
+	pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=30 tests/containers
 
 # vllm_build's lifecycle and fleet on aarch64 (emulated on an x86_64 machine; about 25 minutes there):
 # the same tests as in `make integration`, with the aarch64 classes of published Graviton dumps.

@@ -21,3 +21,9 @@ def killed_by(rc):
     number = -rc if rc < 0 else rc - 128
     name, meaning = SIGNALS.get(number, ("signal %d" % number, "killed by a signal"))
     return {"number": number, "name": name, "meaning": meaning}
+
+
+def exit_words(rc):
+    """How a process ended, for a message: 'exit code 2', or 'killed by SIGILL (illegal instruction)'."""
+    signal = killed_by(rc)
+    return "exit code %s" % rc if signal is None else "killed by %s (%s)" % (signal["name"], signal["meaning"])

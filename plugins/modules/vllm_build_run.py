@@ -111,6 +111,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_build
+from ansible_collections.arm_inference.vllm.plugins.module_utils.process_signals import exit_words
 
 TAIL_LINES = 40
 TORCH_PROBE = "import importlib.metadata as m\ntry:\n print(m.version('torch'))\nexcept m.PackageNotFoundError:\n pass"
@@ -214,8 +215,8 @@ def run_steps(module, params, stamp, marker):
     for argv in steps:
         code = run_step(module, argv, params["source"], env, params["log"], marker)
         if code != 0:
-            module.fail_json(msg="vLLM build step failed with exit code %d: %s. Full log: %s"
-                             % (code, " ".join(argv), params["log"]), log_tail=_tail(params["log"]))
+            module.fail_json(msg="vLLM build step failed (%s): %s. Full log: %s"
+                             % (exit_words(code), " ".join(argv), params["log"]), log_tail=_tail(params["log"]))
 
 
 def write_record(module, params, stamp, started):

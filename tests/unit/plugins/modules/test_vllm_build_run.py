@@ -81,3 +81,35 @@ def test_overrides_make_pip_install_copies_of_the_requirement_files(tmp_path):
     module = RecordingModule()
     vllm_build_run.run_steps(module, dict(params, requirement_overrides={}), str(tmp_path / "stamp"), "marker")
     assert module.commands[0] == [pip, "install", "-r", "requirements/cpu.txt"]
+
+
+class RunningModule:
+    """Runs run_steps' commands for real; fail_json raises with its message."""
+
+    def run_command(self, argv, cwd=None, environ_update=None):
+        done = subprocess.run(argv, cwd=cwd, env=dict(os.environ, **(environ_update or {})), capture_output=True,
+                              text=True, check=False)
+        return done.returncode, done.stdout, done.stderr
+
+    def fail_json(self, msg, **kwargs):
+        raise AssertionError(msg)
+
+
+def test_a_step_killed_by_a_signal_is_named(tmp_path):
+    """A real SIGILL in a build step (a pip that dies of it, as a binary built for another CPU would): the
+    failure names the signal, not an exit code of -4."""
+    tree, venv = tmp_path / "src", tmp_path / "venv"
+    (tree / "requirements").mkdir(parents=True)
+    (tree / "requirements" / "cpu.txt").write_text("numba\n")
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "pip").write_text("#!/bin/sh\nkill -ILL $$\n")
+    (venv / "bin" / "pip").chmod(0o755)
+    params = {"venv": str(venv), "source": str(tree), "dist": str(tmp_path / "dist"), "log": str(tmp_path / "log"),
+              "environment": {}, "pip_args": [], "requirements": ["requirements/cpu.txt"], "requirement_overrides": {}}
+    try:
+        vllm_build_run.run_steps(RunningModule(), params, str(tmp_path / "stamp"), str(tmp_path / "marker"))
+    except AssertionError as error:
+        message = str(error)
+    else:
+        raise AssertionError("the step's SIGILL went unnoticed")
+    assert message.startswith("vLLM build step failed (killed by SIGILL (illegal instruction)): %s install" % (venv / "bin" / "pip"))
