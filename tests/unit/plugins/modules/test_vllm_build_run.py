@@ -7,6 +7,8 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from ansible_collections.arm_inference.vllm.plugins.modules import vllm_build_run
 
 
@@ -106,10 +108,6 @@ def test_a_step_killed_by_a_signal_is_named(tmp_path):
     (venv / "bin" / "pip").chmod(0o755)
     params = {"venv": str(venv), "source": str(tree), "dist": str(tmp_path / "dist"), "log": str(tmp_path / "log"),
               "environment": {}, "pip_args": [], "requirements": ["requirements/cpu.txt"], "requirement_overrides": {}}
-    try:
+    with pytest.raises(AssertionError) as failed:
         vllm_build_run.run_steps(RunningModule(), params, str(tmp_path / "stamp"), str(tmp_path / "marker"))
-    except AssertionError as error:
-        message = str(error)
-    else:
-        raise AssertionError("the step's SIGILL went unnoticed")
-    assert message.startswith("vLLM build step failed (killed by SIGILL (illegal instruction)): %s install" % (venv / "bin" / "pip"))
+    assert str(failed.value).startswith("vLLM build step failed (killed by SIGILL (illegal instruction)): %s install" % (venv / "bin" / "pip"))
