@@ -1,5 +1,5 @@
-"""Molecule scenarios in lanes: the scenarios of a lane run in order, lanes run side by side (the
-emulated scenario on one core, the native ones beside it); the first lane prints live, the others log
+"""Molecule scenarios in lanes: the scenarios of a lane run in order, lanes run side by side (the Makefile
+gives each scenario a lane of its own); the first lane prints live, the others log
 under .cache/logs."""
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def run_lane(lane, live):
 
 
 def run_scenarios(args):
-    """The emulated scenario keeps about one of this machine's two cores busy (one qemu host); the
-    native ones run beside it on the other instead of after it."""
+    """Every lane at once: the emulated scenario keeps about one of this machine's two cores busy (one qemu
+    host), and much of the native ones is waiting (systemd, /health, apt), so they run beside it."""
     lanes = split_lanes(args.lanes)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(lanes))) as pool:
         futures = [pool.submit(run_lane, lane, index == 0) for index, lane in enumerate(lanes)]
