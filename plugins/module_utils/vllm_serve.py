@@ -172,6 +172,10 @@ def model_paths(instances, settings):
             paths.append(model["path"])
     return paths
 
+def _sized(item):
+    """Whether an instance gives its model's size, so nothing has to be read to weigh it."""
+    return any(item.get(key) not in (None, "") for key in SIZE_KEYS)
+
 
 def _model_summary(model, item, variable, model_info):
     """The vllm_model_info summary of a local model, None when there is none to read (a hub id)
@@ -183,7 +187,7 @@ def _model_summary(model, item, variable, model_info):
     if summary:
         return summary
     error = (info.get("errors") or {}).get(model["path"]) or "it was not read (vllm_model_info did not run on it)"
-    sized = any(item.get(key) not in (None, "") for key in SIZE_KEYS)
+    sized = _sized(item)
     # A model not on the host yet (this run's vllm_model places it later, or check mode only said it would)
     # is weighed by the size given, if any (serve_units); vllm_model checks it fits before the download.
     if model.get("pending") or (sized and model["kind"] == "path"):
@@ -353,7 +357,7 @@ def serve_units(facts, instances, settings):
         entry = {key: item[key] for key in TUNING_KEYS if key in item}
         entry["model_label"] = model.get("name") or model.get("path") or model.get("id")
         entry["model_summary"] = _model_summary(model, item, _model_variable(item, index), merged["model_info"])
-        if model.get("pending") and not any(item.get(key) not in (None, "") for key in SIZE_KEYS):
+        if model.get("pending") and not _sized(item):
             entry["model_weights_gib"] = 0
         tuning.append(entry)
     try:
