@@ -19,7 +19,7 @@ import shutil
 from email.parser import HeaderParser
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
-from ansible_collections.arm_inference.vllm.plugins.module_utils.process_signals import killed_by
+from ansible_collections.arm_inference.vllm.plugins.module_utils.process_signals import exit_words, killed_by
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_rules import PIP_PIN, requirement_name
 
@@ -584,8 +584,7 @@ def crash_message(what, rc, cpu, during=""):
         " (%s)" % cpu["model"] if cpu.get("model") else "", cpu.get("host_class") or "(unknown)")
     made = ("the release was made for build class %s" % cpu["release_class"]) if cpu.get("release_class") else (
         "the release is a ready-made wheel whose CPU needs are not recorded")
-    text = "%s was killed by %s (%s)%s: %s; %s." % (what, signal["name"], signal["meaning"],
-                                                    " while %s" % during if during else "", host, made)
+    text = "%s was %s%s: %s; %s." % (what, exit_words(rc), " while %s" % during if during else "", host, made)
     if signal["name"] == "SIGILL":
         missing = vllm_tuning.missing_features(cpu.get("release_class"), cpu.get("host_class"))
         text += (" The release uses instructions this CPU does not have%s. Build vLLM on a host of class %s "
