@@ -172,6 +172,7 @@ def model_paths(instances, settings):
             paths.append(model["path"])
     return paths
 
+
 def _sized(item):
     """Whether an instance gives its model's size, so nothing has to be read to weigh it."""
     return any(item.get(key) not in (None, "") for key in SIZE_KEYS)
