@@ -219,3 +219,14 @@ def test_a_change_that_fails_at_start_is_rolled_back_and_the_gateway_serves_agai
     answer = json.loads(host.check_output("%s - <<'EOF'\n%sEOF" % (PYTHON, GATEWAY_CHAT)).strip().splitlines()[-1])
     assert answer["finish"] in ("stop", "length") and answer["tokens"] >= 1, answer
     write_report("engine-rollback", {"serve_yml_seconds": seconds})
+
+
+def test_ansible_reached_the_host_as_a_sudo_user_with_a_password_and_a_terminal(host):
+    """The converge and idempotence runs went through this: sudo for `admin` wants its password and a tty
+    (prepare.yml), and python_venv brought the acl package that the unprivileged become needs."""
+    without_terminal = host.run("runuser -u admin -- sudo -n true")
+    assert without_terminal.rc != 0 and "tty" in without_terminal.stderr, without_terminal.stderr
+    # script(1) gives sudo a terminal: then it wants the password.
+    with_terminal = host.run("runuser -u admin -- script -qec 'sudo -n true' /dev/null")
+    assert with_terminal.rc != 0 and "password is required" in with_terminal.stdout, with_terminal.stdout
+    assert host.package("acl").is_installed
