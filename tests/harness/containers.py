@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.images import boot_container
 from harness.machine import REPO_ROOT, native_arch
+from harness.namespaces import CONNECTION, CONNECTION_PLUGINS, enter_command
 from harness.prepared import FIXTURE_REPO, PREPARE_VARIABLES
 
 NATIVE = native_arch()
@@ -41,7 +42,7 @@ def podman(*args, check=True):
 
 
 class Container:
-    """A throw-away container reachable through Ansible's podman connection."""
+    """A throw-away container that tests and playbooks reach through its namespaces (namespaces.py)."""
 
     def __init__(self, image, systemd, options=()):
         self.name = "arm-inference-it-%s" % uuid.uuid4().hex[:8]
@@ -50,7 +51,8 @@ class Container:
         podman("run", "-d", "--name", self.name, *options, image, *command)
 
     def exec(self, command):
-        return podman("exec", self.name, "sh", "-c", command, check=False)
+        return subprocess.run(enter_command(self.name, ["sh", "-c", command]), capture_output=True, text=True,
+                              check=False)
 
     def state(self):
         """What a role must not touch when it fails in preflight: packages, users, its directories."""
@@ -76,7 +78,7 @@ def playbook_command(hosts, tmp_path, role, variables, collections_path=None, op
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"vllm_hosts": {"hosts": {host.name: dict(
         (host_vars or {}).get(host.name, {}),
-        ansible_connection="containers.podman.podman", ansible_python_interpreter="/usr/bin/python3")
+        ansible_connection=CONNECTION, ansible_python_interpreter="/usr/bin/python3")
         for host in hosts}}}))
     if role.endswith(".yml"):
         playbook = Path(role)
@@ -89,6 +91,7 @@ def playbook_command(hosts, tmp_path, role, variables, collections_path=None, op
     extra.write_text(json.dumps(variables))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     env["ANSIBLE_COLLECTIONS_PATH"] = str(collections_path or REPO_ROOT / ".cache" / "collections")
+    env["ANSIBLE_CONNECTION_PLUGINS"] = CONNECTION_PLUGINS
     return ["ansible-playbook", "-i", str(inventory), str(playbook), "-e", "@%s" % extra, *options], env
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.machine import CACHE_DIR, REPO_ROOT, link_collection, log, native_arch, run
 from harness.images import IMAGES, boot_container, image_label, image_tag, podman_output
+from harness.namespaces import CONNECTION, CONNECTION_PLUGINS
 
 
 # The prepared image: a Debian 12 image (per architecture) after playbooks/prepare.yml, with the fixture vLLM
@@ -81,10 +82,11 @@ def stage_fixture_repo(name, workdir):
 def run_prepare_playbook(name, workdir):
     inventory = Path(workdir) / "inventory.json"
     inventory.write_text(json.dumps({"vllm_hosts": {"hosts": {name: {
-        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+        "ansible_connection": CONNECTION, "ansible_python_interpreter": "/usr/bin/python3"}}}}))
     variables = Path(workdir) / "prepare-variables.json"
     variables.write_text(json.dumps(PREPARE_VARIABLES))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(CACHE_DIR / "collections"), ANSIBLE_NOCOLOR="1")
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(CACHE_DIR / "collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONNECTION_PLUGINS=CONNECTION_PLUGINS)
     run(["ansible-playbook", "-i", inventory, REPO_ROOT / "playbooks" / "prepare.yml", "-e", "@%s" % variables],
         env=env, cwd=workdir)
 
