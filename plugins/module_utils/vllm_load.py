@@ -232,7 +232,7 @@ def scatter_svg(points, title, x_unit, y_unit):
                          % (_escape(point["label"]), x, y))
         line = HEIGHT + 14 + 18 * index
         parts.append('<circle cx="%d" cy="%d" r="4" fill="%s"/>' % (MARGIN + 7, line - 4, colour))
-        parts.append('<text x="%d" y="%d"%s>%s</text>' % (MARGIN + 20, line, ' font-weight="bold"' if point.get("marked") else "",
-                                                         _escape(point["label"])))
+        weight = ' font-weight="bold"' if point.get("marked") else ""
+        parts.append('<text x="%d" y="%d"%s>%s</text>' % (MARGIN + 20, line, weight, _escape(point["label"])))
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

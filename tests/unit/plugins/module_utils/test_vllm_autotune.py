@@ -4,7 +4,6 @@ run-to-run spread and bounds, the tuned file, its staleness and the report."""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from xml.etree import ElementTree
