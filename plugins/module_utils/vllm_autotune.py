@@ -78,9 +78,17 @@ DEFAULT_OPTIONS = {"repeats": 3, "start_seconds": 180, "run_seconds": 120, "budg
                    "include_vllm_defaults": True}
 
 
+def _checked(check, value, variable, *args, **kwargs):
+    """vllm_tuning's number checks, their refusal as an AutotuneError."""
+    try:
+        return check(value, variable, *args, **kwargs)
+    except vllm_tuning.TuningError as error:
+        raise AutotuneError(str(error))
+
+
 def _int_option(options, key, least):
     value = options.get(key)
-    number = vllm_tuning.positive_int(value, "vllm_autotune_%s" % key, allow_zero=least == 0)
+    number = _checked(vllm_tuning.positive_int, value, "vllm_autotune_%s" % key, allow_zero=least == 0)
     if number < least:
         _refuse("vllm_autotune_%s" % key, "must be %d or more" % least, value, "give a whole number of %d or more" % least)
     return number
@@ -91,7 +99,8 @@ def _options(options):
     merged.update(options or {})
     checked = {"repeats": _int_option(merged, "repeats", 3), "start_seconds": _int_option(merged, "start_seconds", 1),
                "run_seconds": _int_option(merged, "run_seconds", 1),
-               "budget_minutes": vllm_tuning.number(merged["budget_minutes"], "vllm_autotune_budget_minutes", 1e-9),
+               "budget_minutes": _checked(vllm_tuning.number, merged["budget_minutes"], "vllm_autotune_budget_minutes",
+                                          1e-9),
                "include_vllm_defaults": bool(merged["include_vllm_defaults"])}
     return checked
 
@@ -379,8 +388,9 @@ def objective(value=None):
         _refuse("vllm_autotune_objective.latency_metric", "must be one of %s" % ", ".join(LATENCY_METRICS),
                 merged["latency_metric"], "pick one")
     for key in ("p95_ttft_ms", "p95_tpot_ms"):
-        merged[key] = vllm_tuning.number(merged[key], "vllm_autotune_objective.%s" % key, 1e-9)
-    fraction = vllm_tuning.number(merged["early_stop_fraction"], "vllm_autotune_objective.early_stop_fraction", 1e-9)
+        merged[key] = _checked(vllm_tuning.number, merged[key], "vllm_autotune_objective.%s" % key, 1e-9)
+    fraction = _checked(vllm_tuning.number, merged["early_stop_fraction"], "vllm_autotune_objective.early_stop_fraction",
+                        1e-9)
     if fraction >= 1:
         _refuse("vllm_autotune_objective.early_stop_fraction", "must be below 1", fraction, "give a fraction such as 0.2")
     merged["early_stop_fraction"] = fraction

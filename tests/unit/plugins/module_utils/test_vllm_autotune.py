@@ -163,7 +163,7 @@ def test_a_budget_too_small_for_the_profile_is_refused(graviton3):
                                                ("start_seconds", "soon", "must be an integer"),
                                                ("budget_minutes", -5, "must be a number >=")])
 def test_bad_options_are_refused_by_name(graviton3, key, value, message):
-    with pytest.raises((autotune.AutotuneError, vllm_tuning.TuningError), match="^vllm_autotune_%s: %s" % (key, message)):
+    with pytest.raises(autotune.AutotuneError, match="^vllm_autotune_%s: %s" % (key, message)):
         _design(graviton3, **{key: value})
 
 
@@ -316,7 +316,7 @@ def test_the_latency_goal_picks_the_lower_latency():
                                           ({"latency_metric": "mean"}, "^vllm_autotune_objective.latency_metric:"),
                                           ({"early_stop_fraction": 1.5}, "early_stop_fraction: must be below 1")])
 def test_bad_objectives_are_refused_by_name(goal, message):
-    with pytest.raises((autotune.AutotuneError, vllm_tuning.TuningError), match=message):
+    with pytest.raises(autotune.AutotuneError, match=message):
         autotune.objective(goal)
 
 
