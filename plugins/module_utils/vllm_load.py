@@ -126,6 +126,30 @@ def _nice_ceiling(value):
     return float(10 ** (exponent + 1))
 
 
+def _y_scale(top):
+    """value -> y coordinate of a panel whose axis ends at top."""
+    return lambda value: HEIGHT - MARGIN - (value / top) * (HEIGHT - 2 * MARGIN)
+
+
+def _axes(left, top, title, unit):
+    """A panel's title, its two axes and five labelled horizontal grid lines from 0 to top."""
+    y_of = _y_scale(top)
+    parts = ['<text x="%d" y="20" font-size="13" font-weight="bold">%s</text>' % (left + MARGIN, _escape(title)),
+             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+             % (left + MARGIN, HEIGHT - MARGIN, left + WIDTH - 16, HEIGHT - MARGIN),
+             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+             % (left + MARGIN, MARGIN, left + MARGIN, HEIGHT - MARGIN)]
+    for tick in range(5):
+        value = top * tick / 4
+        parts.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>'
+                     % (left + MARGIN - 4, y_of(value) + 4, ("%g" % value)))
+        parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#dddddd"/>'
+                     % (left + MARGIN, y_of(value), left + WIDTH - 16, y_of(value)))
+    parts.append('<text x="%d" y="%d" text-anchor="middle" transform="rotate(-90 %d %d)">%s</text>'
+                 % (left + 14, HEIGHT // 2, left + 14, HEIGHT // 2, _escape(unit)))
+    return parts
+
+
 def sweep_series(hosts):
     """(label, levels) per host and instance that has more than one concurrency level."""
     series = []
@@ -155,27 +179,12 @@ def sweep_svg(hosts):
         keys = (key, "ttft_p50_ms") if key == "latency_p50_ms" else (key,)
         values = [level[name] for dummy, levels in series for level in levels for name in keys if level.get(name) is not None]
         top = _nice_ceiling(max(values) if values else 0)
-
-        def y_of(value, top=top):
-            return HEIGHT - MARGIN - (value / top) * (HEIGHT - 2 * MARGIN)
-
-        parts.append('<text x="%d" y="20" font-size="13" font-weight="bold">%s</text>' % (left + MARGIN, _escape(title)))
-        parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
-                     % (left + MARGIN, HEIGHT - MARGIN, left + WIDTH - 16, HEIGHT - MARGIN))
-        parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
-                     % (left + MARGIN, MARGIN, left + MARGIN, HEIGHT - MARGIN))
-        for tick in range(5):
-            value = top * tick / 4
-            parts.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>'
-                         % (left + MARGIN - 4, y_of(value) + 4, ("%g" % value)))
-            parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#dddddd"/>'
-                         % (left + MARGIN, y_of(value), left + WIDTH - 16, y_of(value)))
+        y_of = _y_scale(top)
+        parts.extend(_axes(left, top, title, unit))
         for level in concurrency:
             parts.append('<text x="%.1f" y="%d" text-anchor="middle">%d</text>' % (left + x_of[level], HEIGHT - MARGIN + 16, level))
         parts.append('<text x="%d" y="%d" text-anchor="middle">requests in flight</text>'
                      % (left + (WIDTH + MARGIN) // 2, HEIGHT - MARGIN + 34))
-        parts.append('<text x="%d" y="%d" text-anchor="middle" transform="rotate(-90 %d %d)">%s</text>'
-                     % (left + 14, HEIGHT // 2, left + 14, HEIGHT // 2, _escape(unit)))
         for index, (label, levels) in enumerate(series):
             colour = COLOURS[index % len(COLOURS)]
             for name, dash in zip(keys, ("", ' stroke-dasharray="5,3"')):
@@ -188,5 +197,42 @@ def sweep_svg(hosts):
         y = HEIGHT + 14 + 18 * index
         parts.append('<rect x="%d" y="%d" width="14" height="4" fill="%s"/>' % (MARGIN, y - 4, COLOURS[index % len(COLOURS)]))
         parts.append('<text x="%d" y="%d">%s</text>' % (MARGIN + 20, y, _escape(label)))
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def scatter_svg(points, title, x_unit, y_unit):
+    """An SVG of one panel: a dot per point at (x, y) on axes from 0, labelled; a point with "marked"
+    gets a ring and its label in bold. points: [{"label", "x", "y", "marked"}]; None without points."""
+    points = [point for point in points if point.get("x") is not None and point.get("y") is not None]
+    if not points:
+        return None
+    right = _nice_ceiling(max(point["x"] for point in points))
+    top = _nice_ceiling(max(point["y"] for point in points))
+    y_of = _y_scale(top)
+
+    def x_of(value):
+        return MARGIN + (value / right) * (WIDTH - MARGIN - 16)
+
+    legend_height = 18 * len(points) + 10
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'
+             % (WIDTH + 160, HEIGHT + legend_height), '<rect width="100%" height="100%" fill="white"/>']
+    parts.extend(_axes(0, top, title, y_unit))
+    for tick in range(5):
+        value = right * tick / 4
+        parts.append('<text x="%.1f" y="%d" text-anchor="middle">%g</text>' % (x_of(value), HEIGHT - MARGIN + 16, value))
+    parts.append('<text x="%d" y="%d" text-anchor="middle">%s</text>'
+                 % ((WIDTH + MARGIN) // 2, HEIGHT - MARGIN + 34, _escape(x_unit)))
+    for index, point in enumerate(points):
+        colour = COLOURS[index % len(COLOURS)]
+        x, y = x_of(point["x"]), y_of(point["y"])
+        parts.append('<circle data-label="%s" cx="%.1f" cy="%.1f" r="4" fill="%s"/>' % (_escape(point["label"]), x, y, colour))
+        if point.get("marked"):
+            parts.append('<circle data-marked="%s" cx="%.1f" cy="%.1f" r="9" fill="none" stroke="black" stroke-width="2"/>'
+                         % (_escape(point["label"]), x, y))
+        line = HEIGHT + 14 + 18 * index
+        parts.append('<circle cx="%d" cy="%d" r="4" fill="%s"/>' % (MARGIN + 7, line - 4, colour))
+        weight = ' font-weight="bold"' if point.get("marked") else ""
+        parts.append('<text x="%d" y="%d"%s>%s</text>' % (MARGIN + 20, line, weight, _escape(point["label"])))
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
