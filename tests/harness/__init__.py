@@ -10,7 +10,7 @@ The API, for tests and benchmarks:
     prepared_host(image, options=()) -> Container
         A booted systemd container from a prepared image.
     run_playbook(hosts, tmp_path, role_or_playbook, variables, ...) / playbook_command(...)
-        ansible-playbook against containers in group vllm_hosts, through the podman connection.
+        ansible-playbook against containers in group vllm_hosts, through their namespaces (namespaces.py).
     podman(*args, check=True)
         Run podman; return the completed process.
     BUILD_SETUP, BUILD_ARCH, NATIVE
@@ -37,7 +37,7 @@ The API, for tests and benchmarks:
 
 Its modules: machine (this machine's setup), images (base images, booting), prepared (the prepared
 image), containers (test containers, playbook runs), assets (wheelhouse, tiny model), scenarios
-(molecule lanes).
+(molecule lanes), namespaces (commands and the Ansible connection into a container).
 """
 
 from harness.assets import MODELS, WHEELHOUSE

@@ -1,5 +1,5 @@
 """Containers for the container tests (tests/containers) and the benchmarks: throw-away podman containers
-reachable through Ansible's podman connection, booted prepared hosts, and ansible-playbook runs against
+reached through their namespaces (namespaces.py), booted prepared hosts, and ansible-playbook runs against
 them with the tests' variables."""
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from harness import images, machine, prepared
+from harness import images, machine, namespaces, prepared
 
 # /etc/apt/sources.list.d/debian.sources of our CI machines (deb822), with a node repository first.
 DEB822 = """\
@@ -117,3 +119,25 @@ def test_prepared_image_of_an_unknown_architecture_is_refused_before_podman_runs
     monkeypatch.setattr(prepared.subprocess, "run", no_podman)
     with pytest.raises(SystemExit, match=r"architecture 'riscv64' \(known: amd64, arm64\)"):
         prepared.build_prepared_image("riscv64")
+
+
+def test_a_cached_container_pid_holds_only_while_it_is_the_same_process(tmp_path, monkeypatch):
+    """The namespaces cache names a process by PID and start time: a container recreated under the same name
+    (its old first process gone, the PID perhaps reused) is looked up again."""
+    monkeypatch.setattr(namespaces, "_CACHE", str(tmp_path))
+    me = os.getpid()
+    (tmp_path / "alive").write_text("%d %s\n" % (me, namespaces._started(me)))
+    assert namespaces._cached("alive") == me
+    (tmp_path / "reused").write_text("%d 1\n" % me)
+    assert namespaces._cached("reused") is None
+    (tmp_path / "garbled").write_text("not a pid\n")
+    assert namespaces._cached("garbled") is None
+    assert namespaces._cached("absent") is None
+
+
+def test_a_command_enters_the_container_with_its_own_environment_only(monkeypatch):
+    monkeypatch.setattr(namespaces, "container_process", lambda name: (4242, ["PATH=/usr/bin:/bin", "container=podman"]))
+    command = namespaces.enter_command("box", ["sh", "-c", "true"])
+    assert command[:3] == ["nsenter", "--target", "4242"]
+    assert command[command.index("--") + 1:] == ["env", "-i", "PATH=/usr/bin:/bin", "container=podman", "sh", "-c", "true"]
+    assert {"--mount", "--uts", "--ipc", "--net", "--pid"} <= set(command)
