@@ -148,16 +148,17 @@ def ssh_host(workdir, password):
         "--publish", "127.0.0.1::22", "--shm-size=1g",
         "--volume", "/var/cache/arm-inference/wheelhouse:/wheelhouse:ro"])
     port = int(podman_output("port", host.name, "22/tcp").rsplit(":", 1)[1])
+    (workdir / "project").mkdir(exist_ok=True)
     inventory = workdir / "setup-inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": {host.name: {
         "ansible_connection": CONNECTION, "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-    secrets_file = workdir / "setup-secrets.json"
-    secrets_file.write_text(json.dumps({"ansible_become_password": password}))
+    secrets_file = workdir / "setup-variables.json"
+    secrets_file.write_text(json.dumps({"ansible_become_password": password, "ssh_host_require_no_acl": False,
+                                        "ssh_host_key": str(workdir / "project" / "id_ed25519")}))
     secrets_file.chmod(0o600)
     env = dict(os.environ, ANSIBLE_CONNECTION_PLUGINS=CONNECTION_PLUGINS, ANSIBLE_NOCOLOR="1")
     run(["ansible-playbook", "-i", inventory, REPO_ROOT / "tests" / "playbooks" / "ssh_host.yml",
-         "-e", "ssh_host_key=%s" % (workdir / "id_ed25519"), "-e", "ssh_host_require_no_acl=false",
-         "-e", "@%s" % secrets_file], env=env, cwd=workdir, stdout=subprocess.DEVNULL)
+         "-e", "@%s" % secrets_file], env=env, cwd=workdir)
     return host, port
 
 
@@ -165,10 +166,11 @@ def navigator_project(workdir, port, password):
     """What a job template gets in AWX: an inventory (the SSH host, the local target's variables), an ansible.cfg
     without pipelining, and the sudo password as an extra-vars file (AWX: a machine credential)."""
     project = workdir / "project"
+    # The project directory is what ansible-navigator mounts into the container: the key lives in it.
     shutil.copytree(REPO_ROOT / "inventories" / "local" / "group_vars", project / "inventory" / "group_vars")
     (project / "inventory" / "hosts.yml").write_text(yaml.safe_dump({"vllm_hosts": {"hosts": {"ee-ssh-host": {
         "ansible_host": "127.0.0.1", "ansible_port": port, "ansible_user": "admin",
-        "ansible_ssh_private_key_file": str(workdir / "id_ed25519"),
+        "ansible_ssh_private_key_file": str(workdir / "project" / "id_ed25519"),
         "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
         "ansible_python_interpreter": "/usr/bin/python3"}}}}))
     (project / "ansible.cfg").write_text("[defaults]\nforks = 8\n[ssh_connection]\npipelining = False\n")
@@ -176,6 +178,15 @@ def navigator_project(workdir, port, password):
     secrets_file.write_text(yaml.safe_dump({"ansible_become_password": password}))
     secrets_file.chmod(0o600)
     return project
+
+
+def ensure_mqueue():
+    """ansible-navigator refuses to start without /dev/mqueue (POSIX message queues, which its process handling
+    uses); this machine's /dev has none. A change to the machine: made once, idempotently, as setup-host does."""
+    mqueue = Path("/dev/mqueue")
+    if not mqueue.is_dir():
+        mqueue.mkdir()
+        subprocess.run(["mount", "-t", "mqueue", "mqueue", str(mqueue)], check=False)
 
 
 def navigator_run(project, playbook, name):
@@ -220,6 +231,7 @@ def ee(args):
         figures["ee_build_s"] = round(build_ee(mounts))
     figures["base_size_bytes"] = image_size(BASE_TAG)
     figures["ee_size_bytes"] = image_size(EE_TAG)
+    ensure_mqueue()
     password = secrets.token_urlsafe(16)
     host, port = ssh_host(WORK_DIR, password)
     try:
