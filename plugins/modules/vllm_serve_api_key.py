@@ -23,13 +23,11 @@ options:
     required: true
 extends_documentation_fragment:
   - ansible.builtin.files
-attributes:
-  check_mode:
-    support: full
 author:
   - Arm Inference maintainers (@arm-inference)
 notes:
   - O(owner), O(group) and O(mode) apply to a new file and to an existing one alike.
+  - Supports check mode (reports the key it would make, writes nothing).
 """
 
 EXAMPLES = r"""
