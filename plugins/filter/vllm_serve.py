@@ -22,6 +22,13 @@ def vllm_serve_units(host, instances, settings=None):
         raise AnsibleFilterError(str(error))
 
 
+def vllm_serve_api_key_plan(settings):
+    try:
+        return vllm_serve.api_key_plan(settings)
+    except vllm_serve.ServeError as error:
+        raise AnsibleFilterError(str(error))
+
+
 class FilterModule:
     def filters(self):
-        return {"vllm_serve_units": vllm_serve_units}
+        return {"vllm_serve_units": vllm_serve_units, "vllm_serve_api_key_plan": vllm_serve_api_key_plan}

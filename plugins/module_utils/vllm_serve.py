@@ -53,6 +53,9 @@ MANAGED_ENVIRONMENT = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "V
                        "ONEDNN_DEFAULT_FPMATH_MODE", "LD_PRELOAD", "VLLM_API_KEY", "ARM_INFERENCE_API_KEY_REQUIRED",
                        "ARM_INFERENCE_API_KEY_FILE")
 API_KEY_TRANSPORTS = ("credential", "file")
+# vllm_serve_api_key_generate: "auto" makes vLLM a key of its own when the gateway fronts it and the operator
+# gave none (api_key_plan); "never" leaves vLLM without a key unless the operator gives one.
+API_KEY_GENERATE = ("auto", "never")
 FORBIDDEN_ENVIRONMENT = ("PYTHONOPTIMIZE", "VLLM_ALLOW_INSECURE_SERIALIZATION", "VLLM_SERVER_DEV_MODE")
 
 
@@ -338,6 +341,34 @@ def media_domains(value):
             _refuse("%s[%d]" % (variable, index), "must be a lower-case host name (vLLM compares a URL's host with "
                     "it exactly: no scheme, port, path or wildcard)", entry, "write it like images.example.com")
     return list(value) or [NO_MEDIA_DOMAIN]
+
+
+def api_key_plan(settings):
+    """Where the serve units' API key comes from, as {"source": path on the host or "" (no key), "generated": bool}.
+
+    settings: api_key (the operator gave vllm_serve_api_key), api_key_file (vllm_serve_api_key_file or ""),
+    generate (vllm_serve_api_key_generate), gateway_enabled (vllm_gateway's contract, a bool), generated_exists (a key this
+    role generated is stored on the host), stored_path (where the role stores vllm_serve_api_key), generated_path.
+    The operator's key wins. Without one, with generate "auto", vLLM serves with the generated key when the
+    gateway is on, and keeps serving with it once it exists (turning the gateway off does not drop vLLM's key);
+    "generated" true means the role makes that key when it is missing and keeps it; "remove" lists the keys the
+    role stored earlier that are no longer used (never the operator's own file).
+    """
+    generate = settings.get("generate")
+    if generate not in API_KEY_GENERATE:
+        _refuse("vllm_serve_api_key_generate", "must be one of %s" % ", ".join(API_KEY_GENERATE), generate,
+                "set it to %s" % " or ".join(API_KEY_GENERATE))
+    if settings.get("api_key"):
+        source = settings["stored_path"]
+    elif settings.get("api_key_file"):
+        source = settings["api_key_file"]
+    elif generate == "auto" and (settings.get("gateway_enabled") or settings.get("generated_exists")):
+        source = settings["generated_path"]
+    else:
+        source = ""
+    stored = (settings["stored_path"], settings["generated_path"])
+    return {"source": source, "generated": source == settings["generated_path"] and not settings.get("api_key_file"),
+            "remove": [path for path in stored if path != source]}
 
 
 def serve_units(facts, instances, settings):

@@ -243,3 +243,38 @@ def _assert_serves_as(host, before, links):
     assert after.split("\n", 1)[1] == before.split("\n", 1)[1] and after.split()[0] not in ("", "0", before.split()[0])
     assert host.exec(LINKS).stdout == links
     assert _health(host).returncode == 0
+
+
+GENERATED_KEY = "/etc/vllm-serve/generated_api_key"
+# alpha's /v1/models status, asked without a key or with the one in GENERATED_KEY (read on the host, not passed in).
+MODELS_STATUS = ("python3 -c 'import sys, urllib.request, urllib.error\n"
+                 "request = urllib.request.Request(\"http://127.0.0.1:8000/v1/models\")\n"
+                 "if sys.argv[1:]: request.add_header(\"Authorization\", \"Bearer \" + open(sys.argv[1]).read().strip())\n"
+                 "try: print(urllib.request.urlopen(request).status)\n"
+                 "except urllib.error.HTTPError as error: print(error.code)' ")
+
+
+def test_with_the_gateway_on_and_no_key_vllm_gets_a_root_only_key_of_its_own(host, tmp_path):
+    """No key given and vllm_gateway_enabled: vllm_serve makes vLLM a key on the host (root-only), /v1 answers only
+    with it, the endpoints file (what the gateway sends upstream, smoke.yml and the chat load read) names it, and
+    no output shows it. Turning the gateway off keeps it required and changes nothing (the re-run is idle)."""
+    generated = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=True)
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", generated)
+    assert result.returncode == 0, output[-3000:]
+    assert host.exec("stat -c '%U:%G %a' " + GENERATED_KEY).stdout.strip() == "root:root 600"
+    key = host.exec("cat " + GENERATED_KEY).stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", key), len(key)
+    assert host.exec("test -e /etc/vllm-serve/api_key").returncode != 0
+    assert host.exec(MODELS_STATUS).stdout.strip() == "401"
+    assert host.exec(MODELS_STATUS + GENERATED_KEY).stdout.strip() == "200"
+    endpoints = json.loads(host.exec("cat /etc/vllm-serve/endpoints.json").stdout)
+    assert [endpoint["api_key_file"] for endpoint in endpoints] == [GENERATED_KEY]
+    assert "LoadCredential=api_key:" + GENERATED_KEY in host.exec("cat /etc/systemd/system/vllm-serve-alpha.service").stdout
+
+    pid = host.exec("systemctl show -P MainPID vllm-serve-alpha").stdout.strip()
+    result, rerun = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", dict(generated, vllm_gateway_enabled=False))
+    assert result.returncode == 0 and "changed=0" in rerun, rerun[-3000:]
+    assert host.exec("systemctl show -P MainPID vllm-serve-alpha").stdout.strip() == pid
+    assert host.exec("cat " + GENERATED_KEY).stdout.strip() == key
+    assert host.exec(MODELS_STATUS).stdout.strip() == "401"
+    assert key not in output + rerun

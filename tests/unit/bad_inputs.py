@@ -212,6 +212,7 @@ CASES = [
     ({"vllm_serve_api_key": "password1234"}, "vllm_serve_api_key"),
     ({"vllm_serve_api_key_file": "relative/key"}, "vllm_serve_api_key_file"),
     ({"vllm_serve_api_key_transport": "env"}, "vllm_serve_api_key_transport"),
+    ({"vllm_serve_api_key_generate": "always"}, "vllm_serve_api_key_generate"),
     ({"vllm_serve_start_limit_interval": "soon"}, "vllm_serve_start_limit_interval"),
     ({"vllm_serve_restart_sec": 0}, "vllm_serve_restart_sec"),
     ({"vllm_serve_start_limit_burst": 0}, "vllm_serve_start_limit_burst"),
