@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.containers import podman, prepared_host
+from harness.containers import prepared_host
 from harness.images import image_label, image_tag, podman_output
 from harness.machine import CACHE_DIR, REPO_ROOT, VENV_DIR, link_collection, log, native_arch, require_root, run
 from harness.namespaces import CONNECTION, CONNECTION_PLUGINS
