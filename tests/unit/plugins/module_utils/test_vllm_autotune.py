@@ -16,7 +16,7 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_aut
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 
-BENCH_SAMPLE = Path(published_samples.SAMPLES_DIR) / "vllm-bench-serve" / "profile-run.json"
+BENCH_SAMPLE = Path(published_samples.SAMPLES_DIR) / "vllm-bench-serve" / "tiny-llama-local-run.json"
 EIGHT_B = {"model_params_billion": 8}
 # One candidate: 3 runs of 180 s start + 120 s load = 15 minutes.
 OPTIONS = {"repeats": 3, "start_seconds": 180, "run_seconds": 120, "budget_minutes": 1000}
@@ -183,9 +183,10 @@ def _run(throughput=100.0, ttft=1000.0, tpot=80.0, failed=0, e2el=10000.0):
 
 def test_the_sample_result_is_read():
     figures = autotune.parse_bench_result(BENCH_SAMPLE.read_text(), str(BENCH_SAMPLE))
-    assert figures["completed"] == 32 and figures["failed"] == 0 and figures["total_output_tokens"] == 4096
-    assert figures["output_throughput"] == pytest.approx(4096 / 84.731204)
-    assert (figures["p95_ttft_ms"], figures["p95_tpot_ms"]) == (1243.5519, 82.6631)
+    # Recorded by `make autotune-demo` (the sample's README): 16 requests of 32 tokens, 4 in flight.
+    assert figures["completed"] == 16 and figures["failed"] == 0 and figures["total_output_tokens"] == 512
+    assert figures["output_throughput"] == pytest.approx(512 / figures["duration"])
+    assert (figures["p95_ttft_ms"], figures["p95_tpot_ms"]) == (pytest.approx(69.9334547507533), pytest.approx(3.7296369193075316))
     assert figures["max_concurrency"] == 4 and figures["request_rate"] == "inf"
 
 
@@ -204,7 +205,8 @@ def _broken(change):
     (_broken(lambda d: d.update(completed=0)), "completed no request"),
     (_broken(lambda d: d.update(max_concurrency="4")), "max_concurrency: must be empty or a whole number"),
     (_broken(lambda d: d.update(request_rate=0)), "request_rate: must be \"inf\" or a number above 0"),
-    (BENCH_SAMPLE.read_text().replace('"p95_tpot_ms": 82.6631', '"p95_tpot_ms": NaN'), "p95_tpot_ms: must be a finite"),
+    (BENCH_SAMPLE.read_text().replace('"p95_tpot_ms": 3.7296369193075316', '"p95_tpot_ms": NaN'),
+     "p95_tpot_ms: must be a finite"),
     ("[1, 2]", "must be a JSON object"),
     ("{\"completed\": ", "is not JSON"),
     (" " * (4 * 1024 * 1024 + 1), "is larger than"),
@@ -219,7 +221,7 @@ def test_malformed_results_are_refused_with_what_to_run(text, message):
 def test_instances_of_one_run_add_up_and_keep_the_worst_latency():
     combined = autotune.combine_instances([_run(100.0, ttft=900.0), _run(80.0, ttft=1500.0)])
     assert combined["output_throughput"] == 180.0 and combined["p95_ttft_ms"] == 1500.0
-    assert combined["completed"] == 64
+    assert combined["completed"] == 2 * _sample()["completed"]
 
 
 # --- decision --------------------------------------------------------------------------------------
@@ -412,7 +414,7 @@ def test_the_benchmark_runs_vllms_bench_serve_with_the_percentiles_decide_reads(
     assert "from vllm.benchmarks.serve import add_cli_args, main" in argv[2] and "vllm.entrypoints.cli" not in argv[2]
     text = " ".join(argv)
     for part in ("--base-url http://127.0.0.1:8000", "--served-model-name tiny", "--tokenizer /srv/m/tiny/rev",
-                 "--random-input-len 128", "--random-output-len 64", "--num-prompts 16", "--max-concurrency 4",
+                 "--random-input-len 128", "--random-output-len 64", "--num-prompts 16", "--num-warmups 4", "--max-concurrency 4",
                  "--percentile-metrics ttft,tpot,itl,e2el", "--metric-percentiles 50,95,99", "--save-result",
                  "--result-dir /var/tmp/a", "--result-filename run1-main.json"):
         assert part in text
