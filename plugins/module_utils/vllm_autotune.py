@@ -660,10 +660,10 @@ def run_figures(texts, sources):
 
 
 def settings_problems(variables):
-    """The vllm_autotune_* variables' rules beyond their types, as (variable, one-line message) pairs."""
+    """The vllm_autotune_* variables' rules beyond their types, as one-line messages naming the variable."""
     problems = []
-    options = dict((key, variables.get("vllm_autotune_%s" % key)) for key in ("repeats", "start_seconds",
-                                                                               "run_seconds", "budget_minutes"))
+    keys = ("repeats", "start_seconds", "run_seconds", "budget_minutes")
+    options = dict((key, variables.get("vllm_autotune_%s" % key)) for key in keys)
     for check in (lambda: _options(options), lambda: objective(variables.get("vllm_autotune_objective"))):
         try:
             check()
