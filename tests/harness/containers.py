@@ -88,6 +88,8 @@ def playbook_command(hosts, tmp_path, role, variables, collections_path=None, op
             json.dumps([{"name": "Run %s" % role, "hosts": "all", "become": True, "roles": [{"role": role}]}])
         )
     extra = tmp_path / "extra.json"
+    # Root-only: tests pass keys and passwords here.
+    extra.touch(mode=0o600)
     extra.write_text(json.dumps(variables))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     env["ANSIBLE_COLLECTIONS_PATH"] = str(collections_path or REPO_ROOT / ".cache" / "collections")

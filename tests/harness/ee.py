@@ -38,7 +38,6 @@ import yaml
 from harness.containers import prepared_host
 from harness.images import image_label, image_tag, podman_output
 from harness.machine import CACHE_DIR, REPO_ROOT, VENV_DIR, link_collection, log, native_arch, require_root, run
-from harness.namespaces import CONNECTION, CONNECTION_PLUGINS
 from harness.prepared import HOST_CA_BUNDLE, build_prepared_image
 
 BASE_TAG = image_tag("ee-base")
@@ -149,16 +148,12 @@ def ssh_host(workdir, password):
         "--volume", "/var/cache/arm-inference/wheelhouse:/wheelhouse:ro"])
     port = int(podman_output("port", host.name, "22/tcp").rsplit(":", 1)[1])
     (workdir / "project").mkdir(exist_ok=True)
-    inventory = workdir / "setup-inventory.json"
-    inventory.write_text(json.dumps({"all": {"hosts": {host.name: {
-        "ansible_connection": CONNECTION, "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-    secrets_file = workdir / "setup-variables.json"
-    secrets_file.write_text(json.dumps({"ansible_become_password": password, "ssh_host_require_no_acl": False,
-                                        "ssh_host_key": str(workdir / "project" / "id_ed25519")}))
-    secrets_file.chmod(0o600)
-    env = dict(os.environ, ANSIBLE_CONNECTION_PLUGINS=CONNECTION_PLUGINS, ANSIBLE_NOCOLOR="1")
-    run(["ansible-playbook", "-i", inventory, REPO_ROOT / "tests" / "playbooks" / "ssh_host.yml",
-         "-e", "@%s" % secrets_file], env=env, cwd=workdir)
+    setup = host.playbook(workdir, str(REPO_ROOT / "tests" / "playbooks" / "ssh_host.yml"), {
+        "ansible_become_password": password, "ssh_host_require_no_acl": False,
+        "ssh_host_key": str(workdir / "project" / "id_ed25519")})
+    if setup.returncode != 0:
+        host.remove()
+        sys.exit("harness: ssh_host.yml failed on %s:\n%s" % (host.name, (setup.stdout + setup.stderr)[-3000:]))
     return host, port
 
 

@@ -63,8 +63,13 @@ def container_process(name):
     return pid, _environment(pid)
 
 
+def in_environment(environment, argv):
+    """argv with exactly `environment` (the container's), nothing of the caller's."""
+    return ["env", "-i", *environment, *argv]
+
+
 def enter_command(name, argv):
     """argv run inside container `name` as root, with the container's environment."""
     pid, environment = container_process(name)
     return ["nsenter", "--target", str(pid), "--mount", "--uts", "--ipc", "--net", "--pid", "--",
-            "env", "-i", *environment, *argv]
+            *in_environment(environment, argv)]

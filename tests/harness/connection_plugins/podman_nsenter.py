@@ -19,7 +19,7 @@ from ansible_collections.community.docker.plugins.connection.nsenter import Conn
 
 # tests/harness/namespaces.py alone (the harness package would import all of the harness into every task).
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from namespaces import container_process  # noqa: E402  pylint: disable=wrong-import-position
+from namespaces import container_process, in_environment  # noqa: E402  pylint: disable=wrong-import-position
 
 DOCUMENTATION = """
     name: podman_nsenter
@@ -47,7 +47,7 @@ class Connection(NsenterConnection):
     def _connect(self):
         if not self._connected:
             self._nsenter_pid, environment = container_process(self.get_option("remote_addr"))
-            self._prefix = ["env", "-i"] + environment
+            self._prefix = in_environment(environment, [])
             self._play_context.remote_user = "root"
             self._connected = True
         return self
