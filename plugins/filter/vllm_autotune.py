@@ -6,6 +6,7 @@ and each filter is documented in the YAML file of the same name next to this one
 
 from __future__ import annotations
 
+import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_autotune as core
 
@@ -19,7 +20,13 @@ def _call(name, function, *args):
         raise AnsibleFilterError("%s: malformed input: %s" % (name, error))
 
 
-def vllm_autotune_class(facts):
+def vllm_autotune_class(facts, unknown=None):
+    """The class; with `unknown` given, that value instead of the refusal for a host with no class."""
+    if unknown is not None:
+        try:
+            return core.hardware_class(facts)
+        except (core.AutotuneError, KeyError, TypeError, ValueError):
+            return unknown
     return _call("vllm_autotune_class", core.hardware_class, facts)
 
 
@@ -55,9 +62,28 @@ def vllm_autotune_result(design_result, measurements, goal, repeats, hardware, m
     return _call("vllm_autotune_result", result)
 
 
+def vllm_autotune_file_name(model):
+    return _call("vllm_autotune_file_name", core.tuned_file_name, model)
+
+
+def vllm_autotune_apply(facts, tuned_texts, instances, settings, release):
+    """apply_tuned() on the tuned files found on the controller ({path under the output directory: text})."""
+    def apply():
+        files = {}
+        for name, text in (tuned_texts or {}).items():
+            try:
+                files[name] = yaml.safe_load(text)
+            except yaml.YAMLError as error:
+                raise core.AutotuneError("%s: not YAML (%s); remove it or measure again with autotune.yml"
+                                         % (name, " ".join(str(error).split())))
+        return core.apply_tuned(facts, files, instances, settings, release)
+    return _call("vllm_autotune_apply", apply)
+
+
 class FilterModule:
     def filters(self):
         return {"vllm_autotune_class": vllm_autotune_class, "vllm_autotune_samples": vllm_autotune_samples,
                 "vllm_autotune_design": vllm_autotune_design, "vllm_autotune_bench_argv": vllm_autotune_bench_argv,
                 "vllm_autotune_run": vllm_autotune_run, "vllm_autotune_stop": vllm_autotune_stop,
-                "vllm_autotune_result": vllm_autotune_result}
+                "vllm_autotune_result": vllm_autotune_result, "vllm_autotune_file_name": vllm_autotune_file_name,
+                "vllm_autotune_apply": vllm_autotune_apply}

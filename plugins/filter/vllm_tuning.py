@@ -32,7 +32,7 @@ def _wrap(function):
     return wrapper
 
 
-def vllm_serve_profile(host, instances=None, reserved_cpus_per_rank=1, kv_cache_min_gib=1, memory_headroom_gib=None):
+def vllm_serve_profile(host, instances=None, reserved_cpus_per_rank=None, kv_cache_min_gib=1, memory_headroom_gib=None):
     return vllm_tuning.serve_profile(host, instances, reserved_cpus_per_rank, kv_cache_min_gib, memory_headroom_gib)
 
 

@@ -17,7 +17,7 @@ description:
     they never copy the owner's literals.
 options:
   _terms:
-    description: Owning roles, C(vllm_serve), C(vllm_build), C(python_venv), C(vllm_gateway) or C(vllm_model).
+    description: Owning roles, C(vllm_serve), C(vllm_build), C(python_venv), C(vllm_gateway), C(vllm_model) or C(vllm_autotune).
     type: list
     elements: str
     required: true
@@ -39,7 +39,7 @@ _raw:
       C(current_venv); C(python_venv) has C(path), C(interpreter), C(user), C(group) and its package sources
       C(pip_index_url), C(pip_extra_index_urls), C(pip_find_links), C(pip_no_index), C(pip_trusted_hosts),
       C(pip_ca_bundle) and C(pip_timeout) (index URLs may carry credentials); C(vllm_gateway) has C(enabled) and
-      C(endpoints_file); C(vllm_model) has C(store).
+      C(endpoints_file); C(vllm_model) has C(store); C(vllm_autotune) has C(output_dir).
   type: list
   elements: dict
 """

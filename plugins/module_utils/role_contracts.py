@@ -48,6 +48,11 @@ CONTRACTS = {
     "vllm_build": {
         "root": "vllm_build_root",
     },
+    # Where autotune.yml keeps its results on the controller (<dir>/<class>/<model>.yml, read back by
+    # vllm_serve to apply them).
+    "vllm_autotune": {
+        "output_dir": "vllm_autotune_output_dir",
+    },
     # The model store (<store>/<name>/<revision>, a current link per model), for the vllm_model_fetch
     # module's activate action (vllm_rollout's rollback).
     "vllm_model": {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_load, vllm_serve, vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import HostFactsError, parse_cpulist
@@ -210,7 +211,7 @@ def _raw_candidates(facts, serve_vars, base, instances):
             if value >= 1:
                 yield key, "%s %d" % (key, value), {"vllm_serve_%s" % key: value}
     reserved = first["reserved_cpus_per_rank"]
-    for value in (reserved - 1, reserved + 1):
+    for value in (reserved - 1, reserved + 1) if not _pinned(serve_vars, [], "reserved_cpus_per_rank") else ():
         if value >= 0:
             yield "reserved_cpus_per_rank", "reserved CPUs per rank %d" % value, {"vllm_serve_reserved_cpus_per_rank": value}
     if not _pinned(serve_vars, instances, "dtype"):
@@ -515,7 +516,8 @@ def decide(candidates, measurements, goal=None, repeats=3):
     if winners:
         dummy, candidate, entry = max(winners, key=lambda item: item[0])
         entry["status"] = "winner"
-        return {"winner": candidate["name"], "overrides": candidate["overrides"], "objective": goal, "table": table,
+        return {"winner": candidate["name"], "dimension": candidate["dimension"], "overrides": candidate["overrides"],
+                "objective": goal, "table": table,
                 "reason": "%s: %s" % (candidate["label"], entry["why"])}
     reason = ("no candidate beat the rules' profile by more than the run-to-run spread" if profile_ok else
               "the rules' profile misses its bounds (%s) and no candidate met them" % "; ".join(base["violations"]))
@@ -533,7 +535,8 @@ def tuned_file(decision, hardware, model, measured_on):
             _refuse("measured_on.%s" % key, "is required: a tuning that does not say what it measured cannot be "
                     "checked for staleness", measured_on.get(key), "pass the release and the model revision")
     return {"hardware_class": hardware, "model": model, "settings": dict(decision.get("overrides") or {}),
-            "winner": decision["winner"], "reason": decision["reason"], "measured_on": dict(measured_on)}
+            "dimension": decision.get("dimension"), "winner": decision["winner"], "reason": decision["reason"],
+            "measured_on": dict(measured_on)}
 
 
 def stale_reasons(tuned, hardware, release, model_revision):
@@ -547,6 +550,137 @@ def stale_reasons(tuned, hardware, release, model_revision):
         if then != now:
             reasons.append("%s was %s, is now %s" % (what, then, now))
     return reasons
+
+
+# --- applying a result ------------------------------------------------------------------------------
+
+# What a tuned file may change: one dimension (the winner's), a role-wide vllm_serve setting or the instances.
+TUNED_SETTINGS = ("max_num_batched_tokens", "max_num_seqs", "reserved_cpus_per_rank")
+TUNED_INSTANCE_KEYS = ("dtype", "kv_cache_gib")
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def tuned_file_name(model):
+    """autotune/<class>/<this>: the model as clients name it, a hub id's '/' as '--', anything else outside
+    [A-Za-z0-9._-] as '_', never hidden, never a path of its own (org/name -> org--name.yml)."""
+    name = _UNSAFE_NAME.sub("_", str(model).strip("/").replace("/", "--"))
+    return ("_" + name if not name or name.startswith(".") else name) + ".yml"
+
+
+def _tuned_change(tuned, source):
+    """(dimension, value) a tuned file applies, checked: the layout as (instances, TP size), a role-wide
+    setting or an instance key as its value; (None, None) when the rules' profile stayed."""
+    if not isinstance(tuned, dict) or not isinstance(tuned.get("settings"), dict):
+        raise AutotuneError("%s: not a tuned file (a mapping with settings); write it with autotune.yml" % source)
+    settings, dimension = tuned["settings"], tuned.get("dimension")
+    if not settings:
+        return None, None
+    if dimension in TUNED_SETTINGS:
+        value = settings.get("vllm_serve_%s" % dimension)
+        return dimension, _checked(vllm_tuning.positive_int, value, "%s: settings.vllm_serve_%s" % (source, dimension),
+                                   allow_zero=dimension == "reserved_cpus_per_rank")
+    instances = settings.get(INSTANCE_VARIABLE)
+    if dimension not in ("layout",) + TUNED_INSTANCE_KEYS or not isinstance(instances, list) or not instances or \
+            not all(isinstance(item, dict) for item in instances):
+        raise AutotuneError("%s: dimension %r with settings %s is not a change autotune makes; measure again with "
+                            "autotune.yml" % (source, dimension, sorted(settings)))
+    first = instances[0]
+    if dimension == "layout":
+        size = _checked(vllm_tuning.positive_int, first.get("tensor_parallel_size"),
+                        "%s: settings.vllm_serve_instances[0].tensor_parallel_size" % source)
+        return dimension, (len(instances), size)
+    if dimension == "dtype":
+        # Whether the host can run it is vllm_serve's rule, checked when the result is applied.
+        if not isinstance(first.get("dtype"), str) or not first["dtype"]:
+            _refuse("%s: settings.vllm_serve_instances[0].dtype" % source, "must be a dtype name", first.get("dtype"),
+                    "measure again with autotune.yml")
+        return dimension, first["dtype"]
+    return dimension, _checked(vllm_tuning.positive_int, first.get("kv_cache_gib"),
+                               "%s: settings.vllm_serve_instances[0].kv_cache_gib" % source)
+
+
+def apply_tuned(facts, tuned_files, instances, settings, release):
+    """vllm_serve's instances and settings with the tuned file of the host's class and model applied.
+
+    tuned_files: {"<class>/<file name>": parsed tuned file} as found on the controller; instances and
+    settings: what vllm_serve.serve_units takes (the inventory's); release: the release that will serve.
+    The winner's one change is applied where the inventory leaves it to the rules: a role-wide setting
+    left empty and set on no instance; the layout when one instance without a tensor-parallel size is
+    declared; dtype or KV cache on the instances that do not set it. Returns {instances, settings, file,
+    applied {what: value}, kept {what: why}, stale [reasons], message}; nothing applies (message says why
+    where it matters) when no file is there, the host serves several models or has no class.
+    """
+    result = {"instances": instances, "settings": settings, "file": None, "applied": {}, "kept": {}, "stale": [],
+              "message": ""}
+    if not tuned_files or not instances:
+        return result
+    try:
+        served = vllm_serve.served_models(instances, settings)
+        hardware = hardware_class(facts)
+    except (vllm_serve.ServeError, AutotuneError) as error:
+        # vllm_serve's own checks name the setting; a host without a class has nothing measured for it.
+        result["message"] = "no autotune result applies: %s" % error
+        return result
+    models = sorted(set(item["model"] for item in served))
+    names = ["%s/%s" % (hardware, tuned_file_name(model)) for model in models]
+    found = [name for name in names if name in tuned_files]
+    if not found:
+        return result
+    if len(models) > 1:
+        result["message"] = ("%s not applied: the host serves %d models (%s) and autotune measures one model per host"
+                             % (", ".join(found), len(models), ", ".join(models)))
+        return result
+    source = found[0]
+    tuned = tuned_files[source]
+    if not isinstance(tuned, dict) or tuned.get("hardware_class") != hardware or tuned.get("model") != models[0]:
+        raise AutotuneError("%s: was written for class %s and model %s, not %s and %s; remove it or measure again "
+                            "with autotune.yml" % (source, (tuned or {}).get("hardware_class") if isinstance(tuned, dict)
+                                                   else None, (tuned or {}).get("model") if isinstance(tuned, dict)
+                                                   else None, hardware, models[0]))
+    dimension, value = _tuned_change(tuned, source)
+    result.update(file=source, stale=stale_reasons(tuned, hardware, release, served[0]["revision"]))
+    if dimension is None:
+        result["message"] = "%s: the rules' profile stays (%s)" % (source, tuned.get("reason") or "no winner")
+        return result
+    new_settings, new_instances = dict(settings), [dict(item) for item in instances]
+    if dimension in TUNED_SETTINGS:
+        variable = "vllm_serve_%s" % dimension
+        if settings.get(dimension) not in (None, "") or any(dimension in item for item in instances):
+            result["kept"][variable] = "set in the inventory"
+        else:
+            new_settings[dimension] = value
+            result["applied"][variable] = value
+    elif dimension == "layout":
+        first = instances[0]
+        if len(instances) != 1 or first.get("tensor_parallel_size") not in (None, "") or \
+                first.get("omp_threads_bind") not in (None, ""):
+            result["kept"][INSTANCE_VARIABLE] = "the inventory declares the instances' layout"
+        else:
+            new_instances = _instances_for(first, value[0], value[1])
+            result["applied"][INSTANCE_VARIABLE] = "%d instance(s) x TP %d" % value
+    else:
+        if any(dimension in item for item in instances):
+            result["kept"]["%s[].%s" % (INSTANCE_VARIABLE, dimension)] = "set in the inventory"
+        else:
+            new_instances = _with_instance_key(new_instances, dimension, value)
+            result["applied"]["%s[].%s" % (INSTANCE_VARIABLE, dimension)] = value
+    result.update(instances=new_instances, settings=new_settings)
+    try:
+        vllm_serve.serve_units(facts, new_instances, new_settings)
+    except vllm_serve.ServeError as error:
+        try:
+            vllm_serve.serve_units(facts, instances, settings)
+        except vllm_serve.ServeError:
+            # The inventory's own settings fail too: vllm_serve's plan names them, not the tuned file.
+            return dict(result, instances=instances, settings=settings, applied={}, kept={})
+        raise AutotuneError("%s: its settings do not fit this host: %s; measure again with autotune.yml or set "
+                            "vllm_serve_autotune_apply: false" % (source, error))
+    parts = ["%s=%s" % item for item in sorted(result["applied"].items())]
+    parts += ["kept %s (%s)" % item for item in sorted(result["kept"].items())]
+    result["message"] = "%s: %s" % (source, "; ".join(parts))
+    if result["stale"]:
+        result["message"] += "; STALE (%s): run autotune.yml again" % "; ".join(result["stale"])
+    return result
 
 
 def report(design_result, decision):
@@ -691,9 +825,9 @@ def settings_problems(variables):
         problems.append(input_message("vllm_autotune_hosts", "must map a hardware class to an inventory host name",
                                       hosts, "write {<class>: <host>}, the class as autotune.yml prints it"))
     directory = variables.get("vllm_autotune_output_dir")
-    if directory not in (None, "") and (not isinstance(directory, str) or not directory.startswith("/")):
+    if not isinstance(directory, str) or not directory.startswith("/") or directory.rstrip("/") == "":
         problems.append(input_message("vllm_autotune_output_dir", "must be an absolute directory on the controller "
-                                      "or empty", directory, "give a full path, or leave it empty for autotune/ "
+                                      "other than /", directory, "give a full path, or leave it unset for autotune/ "
                                       "next to the inventory"))
     length = sum(variables.get("vllm_autotune_%s" % key) or 0 for key in ("input_len", "output_len")
                  if isinstance(variables.get("vllm_autotune_%s" % key), int))

@@ -176,6 +176,33 @@ def model_paths(instances, settings):
     return paths
 
 
+def _served_name(item, merged, model):
+    """--served-model-name: the instance's or the role's, else for a placed model the name it is declared under
+    (clients ask for it by that name, not by its store path); None or "" when vLLM names it itself."""
+    served = item.get("served_model_name", merged["served_model_name"])
+    if served in (None, "") and model["kind"] == "placed":
+        served = model["name"]
+    return served
+
+
+def _endpoint_model(served, model):
+    """The model name clients send, as vLLM answers to it."""
+    return served if served not in (None, "") else (model.get("path") or model["id"])
+
+
+def served_models(instances, settings):
+    """What each instance serves, as clients name it and as it was placed: [{model, revision}], the revision
+    being the placed revision, else the path or hub id (what autotune records a measurement against)."""
+    merged = dict(DEFAULT_SETTINGS)
+    merged.update({key: value for key, value in (settings or {}).items() if key in DEFAULT_SETTINGS})
+    result = []
+    for index, item in enumerate(_instances(instances)):
+        model = resolve_model(item.get("model", merged["model"]), _model_variable(item, index), merged)
+        result.append({"model": _endpoint_model(_served_name(item, merged, model), model),
+                       "revision": model.get("revision") or model.get("path") or model["id"]})
+    return result
+
+
 def _sized(item):
     """Whether an instance gives its model's size, so nothing has to be read to weigh it."""
     return any(item.get(key) not in (None, "") for key in SIZE_KEYS)
@@ -431,10 +458,7 @@ def serve_units(facts, instances, settings):
         health_host = local_address(address)
         base_url = "http://%s:%d" % ("[%s]" % health_host if ":" in health_host else health_host, port)
         arguments = ["--model", model_argument]
-        served = item.get("served_model_name", merged["served_model_name"])
-        if served in (None, "") and model["kind"] == "placed":
-            # Clients ask for the model by the name it is declared under, not by its store path.
-            served = model["name"]
+        served = _served_name(item, merged, model)
         if served not in (None, ""):
             arguments += ["--served-model-name", _no_control_characters(served, variable + ".served_model_name")]
         arguments += ["--host", str(address), "--port", str(port)] + profile["arguments"]
@@ -487,7 +511,7 @@ def serve_units(facts, instances, settings):
             "health_url": "%s/health" % base_url,
             # What smoke tests and benchmarks need to reach the instance (vllm_serve's endpoints file).
             "endpoint": {"name": name, "base_url": base_url,
-                         "model": served if served not in (None, "") else model_argument,
+                         "model": _endpoint_model(served, model),
                          "api_key_file": merged["api_key_file"] if merged["api_key_configured"] else ""},
             "models_url": "%s/v1/models" % base_url,
             "state_dir": state_dir,
@@ -527,7 +551,7 @@ DEFAULT_SETTINGS = {
     "environment": {},
     "ip_address_allow": ["localhost"],
     "allowed_media_domains": [],
-    "reserved_cpus_per_rank": 1,
+    "reserved_cpus_per_rank": None,
     "kv_cache_min_gib": 1,
     "memory_headroom_gib": None,
     "venv_path": "/opt/vllm/current/venv",

@@ -445,7 +445,11 @@ def model_weights_gib(item, summary, model_dtype, variable):
             "or set %s.model_weights_gib or %s.model_params_billion" % (variable, variable))
 
 
-def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_gib=1, memory_headroom_gib=None):
+# CPUs at the end of each rank's range left to the API server when the operator sets none (docs/tuning.md).
+RESERVED_CPUS_PER_RANK = 1
+
+
+def serve_profile(facts, instances=None, reserved_cpus_per_rank=None, kv_cache_min_gib=1, memory_headroom_gib=None):
     """Settings of every vLLM instance on the host.
 
     instances: list of dicts with optional keys name, tensor_parallel_size, omp_threads_bind,
@@ -459,7 +463,8 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=1, kv_cache_min_
     if not isinstance(instances, list) or not all(isinstance(item, dict) for item in instances):
         _refuse("vllm_serve_instances", "must be a list of mappings (one per vLLM server)", instances,
                 "give one mapping per server")
-    reserved = _positive_int(reserved_cpus_per_rank, "vllm_serve_reserved_cpus_per_rank", allow_zero=True)
+    reserved = RESERVED_CPUS_PER_RANK if reserved_cpus_per_rank in (None, "") else \
+        _positive_int(reserved_cpus_per_rank, "vllm_serve_reserved_cpus_per_rank", allow_zero=True)
     names = [item.get("name") or "vllm-%d" % index for index, item in enumerate(instances)]
     if len(set(names)) != len(names):
         _refuse("vllm_serve_instances", "has duplicate names: %s" % ", ".join(names), names,

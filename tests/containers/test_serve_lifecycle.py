@@ -4,7 +4,7 @@ restarts only its instance, a re-run changes nothing, a removed instance is stop
 refuses a privileged port in preflight and puts back what served when a change fails at start; site.yml puts back
 the release and the model revision that served when a new one fails at start, and only the release link when a model
 fails to be placed (no restart); an instance that cannot start fails the play at once with its journal's decisive
-line."""
+line; the class's autotune result is applied where the inventory leaves a setting empty, and said."""
 
 from __future__ import annotations
 
@@ -278,3 +278,51 @@ def test_with_the_gateway_on_and_no_key_vllm_gets_a_root_only_key_of_its_own(hos
     assert host.exec("cat " + GENERATED_KEY).stdout.strip() == key
     assert host.exec(MODELS_STATUS).stdout.strip() == "401"
     assert key not in output + rerun
+
+
+CLASS_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - arm_inference.vllm.host_facts:
+    - ansible.builtin.debug:
+        msg: "CLASS={{ ansible_facts.arm_inference_host | arm_inference.vllm.vllm_autotune_class }}"
+"""
+
+
+def test_the_classes_autotune_result_is_applied_where_the_inventory_leaves_it(host, tmp_path):
+    """A tuned file under autotune/<class>/ next to the inventory (vllm_autotune_output_dir's default, read through
+    vllm_autotune's contract) sets what the inventory leaves empty and the play says so; a value the inventory sets
+    wins; a file measured on another release is still applied and called stale; vllm_serve_autotune_apply: false
+    deploys the rules' profile."""
+    (tmp_path / "class.yml").write_text(CLASS_PLAY)
+    result, output = _run(host, tmp_path, str(tmp_path / "class.yml"), {})
+    assert result.returncode == 0, output[-3000:]
+    hardware = re.search(r"CLASS=(\S+?)\"", output).group(1)
+    release = host.exec("basename $(readlink -f /opt/vllm/current)").stdout.strip()
+    tuned = tmp_path / "autotune" / hardware / "arm-inference--test-model.yml"
+    tuned.parent.mkdir(parents=True)
+    document = {"hardware_class": hardware, "model": "arm-inference/test-model", "dimension": "max_num_seqs",
+                "settings": {"vllm_serve_max_num_seqs": 7}, "winner": "c02-max_num_seqs", "reason": "test",
+                "measured_on": {"release": release, "model_revision": "arm-inference/test-model"}}
+    tuned.write_text(json.dumps(document))
+    unit = "cat /etc/systemd/system/vllm-serve-alpha.service"
+    one = dict(SERVE, vllm_serve_instances=[ALPHA])
+
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", one)
+    assert result.returncode == 0, output[-3000:]
+    assert "vllm_serve: autotune %s/arm-inference--test-model.yml: vllm_serve_max_num_seqs=7\"" % hardware in output
+    assert "--max-num-seqs 7" in host.exec(unit).stdout
+
+    tuned.write_text(json.dumps(dict(document, measured_on={"release": "vllm-0.31.0-old",
+                                                            "model_revision": "arm-inference/test-model"})))
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve",
+                          dict(one, vllm_serve_instances=[dict(ALPHA, max_num_seqs=8)]))
+    assert result.returncode == 0, output[-3000:]
+    assert "kept vllm_serve_max_num_seqs (set in the inventory); STALE (vLLM release was vllm-0.31.0-old, is now %s)" \
+        % release in output
+    assert "--max-num-seqs 8" in host.exec(unit).stdout
+
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", dict(one, vllm_serve_autotune_apply=False))
+    assert result.returncode == 0, output[-3000:]
+    assert "vllm_serve: autotune" not in output and "--max-num-seqs" not in host.exec(unit).stdout

@@ -307,7 +307,7 @@ AUTOTUNE_VALID = {"vllm_autotune_repeats": 3, "vllm_autotune_start_seconds": 180
                   "vllm_autotune_budget_minutes": 60, "vllm_autotune_objective": {}, "vllm_autotune_input_len": 512,
                   "vllm_autotune_output_len": 128, "vllm_autotune_num_prompts": 64, "vllm_autotune_max_concurrency": 8,
                   "vllm_autotune_request_rate": "inf", "vllm_autotune_max_candidates": 0, "vllm_autotune_hosts": {},
-                  "vllm_autotune_output_dir": ""}
+                  "vllm_autotune_output_dir": "/srv/fleet/autotune"}
 AUTOTUNE_CASES = [
     ({"vllm_autotune_repeats": 2}, "vllm_autotune_repeats"),
     ({"vllm_autotune_start_seconds": 0}, "vllm_autotune_start_seconds"),
@@ -324,5 +324,7 @@ AUTOTUNE_CASES = [
     ({"vllm_autotune_max_candidates": -1}, "vllm_autotune_max_candidates"),
     ({"vllm_autotune_hosts": {"x_1x48cpu_96gib": ""}}, "vllm_autotune_hosts"),
     ({"vllm_autotune_output_dir": "autotune"}, "vllm_autotune_output_dir"),
+    ({"vllm_autotune_output_dir": ""}, "vllm_autotune_output_dir"),
+    ({"vllm_autotune_output_dir": "/"}, "vllm_autotune_output_dir"),
     ({"vllm_serve_max_model_len": 256, "vllm_autotune_input_len": 512}, "vllm_autotune_input_len"),
 ]

@@ -54,3 +54,18 @@ def test_the_acl_step_filter_caps_and_refuses_in_one_line(gh200):
     with pytest.raises(AnsibleFilterError, match=r"^vllm_build_environment: OMP_THREAD_LIMIT makes .* run 72 compile jobs .*"
                                                  r"\(got OMP_THREAD_LIMIT=0\); remove them .*set OMP_THREAD_LIMIT to \d+ or less$"):
         FILTERS["vllm_acl_build_jobs"](gh200, 16, 8, {"OMP_THREAD_LIMIT": "0"})
+
+
+def test_a_host_without_a_class_gets_the_placeholder_vllm_serve_globs_for(gh200):
+    filters = vllm_autotune.FilterModule().filters()
+    assert filters["vllm_autotune_class"](gh200, unknown="-").startswith("aarch64-")
+    without_memory = dict(gh200, memory=dict(gh200["memory"], total_mib=0))
+    assert filters["vllm_autotune_class"](without_memory, unknown="-") == "-"
+    with pytest.raises(AnsibleFilterError, match="memory.total_mib: is unknown"):
+        filters["vllm_autotune_class"](without_memory)
+
+
+def test_a_tuned_file_that_is_not_yaml_is_refused_naming_it(gh200):
+    apply = vllm_autotune.FilterModule().filters()["vllm_autotune_apply"]
+    with pytest.raises(AnsibleFilterError, match=r"^x/m\.yml: not YAML \(.*\); remove it or measure again"):
+        apply(gh200, {"x/m.yml": "settings: [unclosed"}, [{"name": "main"}], {"model": "org/m"}, "r1")

@@ -436,3 +436,130 @@ def test_valid_autotune_settings_pass():
     assert autotune.settings_problems(AUTOTUNE_VALID) == []
     assert autotune.settings_problems(dict(AUTOTUNE_VALID, vllm_autotune_max_concurrency=0,
                                            vllm_autotune_request_rate=3)) == []
+
+
+# --- applying a tuned file (vllm_serve's plan) ---------------------------------------------------------
+
+SERVE_SETTINGS = {"model": "org/llama-8b", "venv_path": "/opt/vllm/releases/r1/venv"}
+EIGHT_B_MAIN = [dict(EIGHT_B, name="main")]
+
+
+def _tuned_for(facts, winner_dimension, serve_vars=None, release="r1"):
+    """A tuned file as autotune.yml writes it: the design of the host, the named dimension's first candidate
+    measured clearly better than the profile."""
+    design = _design(facts, serve_vars or {"vllm_serve_instances": EIGHT_B_MAIN})
+    winner = _by_dimension(design, winner_dimension)[0]
+    decision = autotune.decide(design["candidates"], {"profile": _runs(100, 102, 101), winner["name"]: _runs(130, 131, 129)})
+    hardware = autotune.hardware_class(facts)
+    tuned = autotune.tuned_file(decision, hardware, "org/llama-8b", {"release": release, "model_revision": "org/llama-8b"})
+    return {"%s/%s" % (hardware, autotune.tuned_file_name("org/llama-8b")): tuned}, winner
+
+
+def _units(facts, result):
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
+    return vllm_serve.serve_units(facts, result["instances"], result["settings"])
+
+
+def test_a_tuned_setting_the_inventory_leaves_empty_is_applied(graviton3):
+    files, winner = _tuned_for(graviton3, "max_num_batched_tokens")
+    value = winner["overrides"]["vllm_serve_max_num_batched_tokens"]
+    result = autotune.apply_tuned(graviton3, files, EIGHT_B_MAIN, SERVE_SETTINGS, "r1")
+    assert result["applied"] == {"vllm_serve_max_num_batched_tokens": value} and result["stale"] == []
+    assert result["message"].endswith("org--llama-8b.yml: vllm_serve_max_num_batched_tokens=%d" % value)
+    arguments = _units(graviton3, result)[0]["arguments"]
+    assert arguments[arguments.index("--max-num-batched-tokens") + 1] == str(value)
+
+
+@pytest.mark.parametrize("instances,settings", [
+    (EIGHT_B_MAIN, dict(SERVE_SETTINGS, max_num_batched_tokens=1024)),
+    ([dict(EIGHT_B_MAIN[0], max_num_batched_tokens=1024)], SERVE_SETTINGS)])
+def test_what_the_inventory_sets_wins_over_a_tuned_file(graviton3, instances, settings):
+    files, dummy = _tuned_for(graviton3, "max_num_batched_tokens")
+    result = autotune.apply_tuned(graviton3, files, instances, settings, "r1")
+    assert result["applied"] == {} and result["kept"] == {"vllm_serve_max_num_batched_tokens": "set in the inventory"}
+    arguments = _units(graviton3, result)[0]["arguments"]
+    assert arguments[arguments.index("--max-num-batched-tokens") + 1] == "1024"
+
+
+def test_a_tuned_layout_applies_to_one_undeclared_instance_only(two_nodes):
+    files, winner = _tuned_for(two_nodes, "layout")
+    count, size = len(winner["overrides"]["vllm_serve_instances"]), winner["settings"]["tensor_parallel_size"]
+    result = autotune.apply_tuned(two_nodes, files, [dict(EIGHT_B_MAIN[0], port=9000)], SERVE_SETTINGS, "r1")
+    assert result["applied"] == {"vllm_serve_instances": "%d instance(s) x TP %d" % (count, size)}
+    units = _units(two_nodes, result)
+    assert len(units) == count and all(unit["profile"]["tensor_parallel_size"] == size for unit in units)
+    # The operator's own keys stay (the port counts up from the one declared).
+    assert units[0]["port"] == 9000
+    pinned = autotune.apply_tuned(two_nodes, files, [dict(EIGHT_B_MAIN[0], tensor_parallel_size=2)], SERVE_SETTINGS,
+                                  "r1")
+    assert pinned["applied"] == {} and "vllm_serve_instances" in pinned["kept"]
+
+
+def test_a_tuned_dtype_or_kv_cache_goes_on_the_instances_that_do_not_set_it(two_nodes):
+    files, dummy = _tuned_for(two_nodes, "dtype")
+    result = autotune.apply_tuned(two_nodes, files, EIGHT_B_MAIN, SERVE_SETTINGS, "r1")
+    assert result["applied"] == {"vllm_serve_instances[].dtype": "float32"}
+    assert _units(two_nodes, result)[0]["profile"]["dtype"] == "float32"
+    files, dummy = _tuned_for(two_nodes, "kv_cache_gib")
+    result = autotune.apply_tuned(two_nodes, files, [dict(EIGHT_B_MAIN[0], kv_cache_gib=4)], SERVE_SETTINGS, "r1")
+    assert result["applied"] == {} and result["kept"] == {"vllm_serve_instances[].kv_cache_gib": "set in the inventory"}
+
+
+def test_a_tuned_file_measured_on_another_release_is_applied_and_called_stale(graviton3):
+    files, dummy = _tuned_for(graviton3, "max_num_seqs", release="r0")
+    result = autotune.apply_tuned(graviton3, files, EIGHT_B_MAIN, SERVE_SETTINGS, "r1")
+    assert result["applied"] and result["stale"] == ["vLLM release was r0, is now r1"]
+    assert result["message"].endswith("STALE (vLLM release was r0, is now r1): run autotune.yml again")
+
+
+def test_no_file_for_the_class_or_model_changes_nothing(graviton3, two_nodes):
+    files, dummy = _tuned_for(two_nodes, "max_num_seqs")
+    for facts, settings in ((graviton3, SERVE_SETTINGS), (two_nodes, dict(SERVE_SETTINGS, model="org/other"))):
+        result = autotune.apply_tuned(facts, files, EIGHT_B_MAIN, settings, "r1")
+        assert (result["file"], result["applied"], result["message"]) == (None, {}, "")
+        assert result["instances"] is EIGHT_B_MAIN and result["settings"] is settings
+
+
+def test_a_host_serving_two_models_is_told_why_nothing_applies(graviton3):
+    files, dummy = _tuned_for(graviton3, "max_num_seqs")
+    two = [dict(EIGHT_B_MAIN[0]), dict(EIGHT_B_MAIN[0], name="other", model="org/other")]
+    result = autotune.apply_tuned(graviton3, files, two, SERVE_SETTINGS, "r1")
+    assert result["applied"] == {} and "serves 2 models (org/llama-8b, org/other)" in result["message"]
+
+
+def test_the_rules_profile_staying_is_said(graviton3):
+    design = _design(graviton3, {"vllm_serve_instances": EIGHT_B_MAIN})
+    decision = autotune.decide(design["candidates"], {"profile": _runs(100, 102, 101)})
+    hardware = autotune.hardware_class(graviton3)
+    tuned = autotune.tuned_file(decision, hardware, "org/llama-8b", {"release": "r1", "model_revision": "org/llama-8b"})
+    result = autotune.apply_tuned(graviton3, {hardware + "/org--llama-8b.yml": tuned}, EIGHT_B_MAIN, SERVE_SETTINGS, "r1")
+    assert result["applied"] == {} and "the rules' profile stays" in result["message"]
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda tuned: tuned.update(hardware_class="x86_64-avx2_1x2cpu_8gib"), r"was written for class x86_64-avx2"),
+    (lambda tuned: tuned.update(settings=["vllm_serve_max_num_seqs"]), r"not a tuned file"),
+    (lambda tuned: tuned["settings"].update(vllm_serve_max_num_seqs=-4), r"settings.vllm_serve_max_num_seqs: must be"),
+    (lambda tuned: tuned.update(dimension="tcmalloc"), r"dimension 'tcmalloc' .* is not a change autotune makes"),
+])
+def test_a_tuned_file_that_is_not_what_autotune_writes_is_refused_by_name(graviton3, edit, message):
+    files, dummy = _tuned_for(graviton3, "max_num_seqs")
+    name, tuned = next(iter(files.items()))
+    edit(tuned)
+    with pytest.raises(autotune.AutotuneError, match=r"^%s: .*%s" % (name.replace(".", r"\."), message)):
+        autotune.apply_tuned(graviton3, files, EIGHT_B_MAIN, SERVE_SETTINGS, "r1")
+
+
+def test_tuned_settings_that_no_longer_fit_the_host_are_refused_naming_the_file(two_nodes):
+    files, dummy = _tuned_for(two_nodes, "kv_cache_gib")
+    name, tuned = next(iter(files.items()))
+    tuned["settings"]["vllm_serve_instances"][0]["kv_cache_gib"] = 100000
+    with pytest.raises(autotune.AutotuneError, match=r"do not fit this host: .*set vllm_serve_autotune_apply: false$"):
+        autotune.apply_tuned(two_nodes, files, EIGHT_B_MAIN, SERVE_SETTINGS, "r1")
+
+
+@pytest.mark.parametrize("model,name", [("org/llama-8b", "org--llama-8b.yml"), ("tiny", "tiny.yml"),
+                                        ("/srv/models/x y", "srv--models--x_y.yml"), ("../../etc", "_..--..--etc.yml"),
+                                        (".hidden", "_.hidden.yml")])
+def test_tuned_file_names_are_one_plain_file(model, name):
+    assert autotune.tuned_file_name(model) == name
