@@ -48,8 +48,9 @@ TOP_TASKS = 5
 
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)"
                    r"\s+rescued=(\d+)\s+ignored=(\d+)")
-# ansible.posix.profile_tasks' summary: "<role> : <task> ------- 12.34s".
-PROFILE = re.compile(r"^(.+?) -{3,} (\d+(?:\.\d+)?)s\s*$")
+# ansible.posix.profile_tasks' summary after a line of "=": "<role> : <task> ------- 12.34s", the dashes down to
+# one where the name is long.
+PROFILE = re.compile(r"^(.+?) -+ (\d+(?:\.\d+)?)s\s*$")
 
 
 # Pure parts (tests/unit/harness/test_fleet.py).
@@ -78,8 +79,9 @@ def parse_recap(output):
 
 def parse_profile(output, top=TOP_TASKS):
     """The `top` slowest tasks of profile_tasks' summary as [{"task", "seconds"}], slowest first."""
+    summary = output.rsplit("\n=====", 1)[-1] if "\n=====" in output else ""
     tasks = [{"task": match.group(1).strip(), "seconds": float(match.group(2))}
-             for match in (PROFILE.match(line) for line in output.splitlines()) if match]
+             for match in (PROFILE.match(line) for line in summary.splitlines()) if match]
     return sorted(tasks, key=lambda task: -task["seconds"])[:top]
 
 
