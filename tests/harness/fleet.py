@@ -13,6 +13,7 @@ pipelining on, so sudoers without requiretty; forks = the number of hosts, strat
    "1 8 16 32") as many hosts start from it, each with its own SSH port on 127.0.0.1: a first run (the clones'
    host names and machine ids are new), then the measured converged re-run. The fleet serves only when every size
    fits this machine's memory at the measured RSS (FLEET_SERVE=auto; yes/no force it); the table says which.
+   FLEET_STRATEGY (default linear) and FLEET_PIPELINING=off measure the alternatives.
 
 Every run's wall time, controller CPU (user+sys of the ansible-playbook process tree, reaped children's rusage) and
 changed count are kept; a converged re-run that changes anything fails the target. The results (markdown, JSON, an
@@ -183,12 +184,12 @@ def wall_svg(rows):
 
 # The measurement.
 
-def fleet_config(path, strategy):
+def fleet_config(path, strategy, pipelining):
     """The controller's ansible.cfg for every run: the repository's settings that a fleet's own would carry
-    (pipelining on, the task profile, facts not injected as variables), the strategy chosen."""
+    (pipelining, on unless FLEET_PIPELINING=off; the task profile; facts not injected as variables), the strategy."""
     path.write_text("[defaults]\ninterpreter_python = auto_silent\ninject_facts_as_vars = False\n"
                     "callbacks_enabled = ansible.posix.profile_tasks\nretry_files_enabled = False\nstrategy = %s\n"
-                    "[ssh_connection]\npipelining = True\n" % strategy)
+                    "[ssh_connection]\npipelining = %s\n" % (strategy, pipelining))
 
 
 class Fleet:
@@ -259,17 +260,16 @@ class Fleet:
         podman("rmi", "-f", FLEET_IMAGE, check=False)
 
 
-def available_kib():
+def meminfo_kib(key):
+    """This machine's /proc/meminfo figure `key` ("MemAvailable", "MemTotal") in KiB."""
     with open("/proc/meminfo", encoding="utf-8") as meminfo:
-        return int(next(line for line in meminfo if line.startswith("MemAvailable:")).split()[1])
+        return int(next(line for line in meminfo if line.startswith(key + ":")).split()[1])
 
 
 def machine_figures():
     with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
         model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "unknown")
-    with open("/proc/meminfo", encoding="utf-8") as meminfo:
-        total = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1])
-    return {"cpu": model, "cpus": os.cpu_count(), "memory_gib": round(total / 2 ** 20, 1)}
+    return {"cpu": model, "cpus": os.cpu_count(), "memory_gib": round(meminfo_kib("MemTotal") / 2 ** 20, 1)}
 
 
 def one_host(fleet, rows):
@@ -294,18 +294,19 @@ def fleet_scale(_args):
     link_collection(None)
     sizes = fleet_sizes(os.environ.get("FLEET_SIZES", "1 8 16 32"))
     strategy = os.environ.get("FLEET_STRATEGY", "linear")
+    pipelining = os.environ.get("FLEET_PIPELINING", "on") != "off"
     shutil.rmtree(RESULTS_DIR, ignore_errors=True)
     (RESULTS_DIR / "logs").mkdir(parents=True)
     workdir = RESULTS_DIR / "work"
     workdir.mkdir()
     shutil.copytree(REPO_ROOT / "inventories" / "local" / "group_vars", workdir / "group_vars")
-    fleet_config(workdir / "ansible.cfg", strategy)
+    fleet_config(workdir / "ansible.cfg", strategy, pipelining)
     fleet = Fleet(workdir, secrets.token_urlsafe(16))
     rows = []
-    report = dict(machine_figures(), pipelining=True, strategy=strategy, sizes=sizes, rows=rows)
+    report = dict(machine_figures(), pipelining=pipelining, strategy=strategy, sizes=sizes, rows=rows)
     try:
         host, rss = one_host(fleet, rows)
-        serving, why = fleet_serves(os.environ.get("FLEET_SERVE", "auto"), rss, sizes, available_kib())
+        serving, why = fleet_serves(os.environ.get("FLEET_SERVE", "auto"), rss, sizes, meminfo_kib("MemAvailable"))
         report.update(serve_rss_kib=rss, fleet_serving=serving, fleet_serving_why=why)
         log("fleet rows %s: %s" % ("serve" if serving else "do not serve", why))
         fleet.commit(host)
