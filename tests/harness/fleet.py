@@ -79,11 +79,23 @@ def parse_recap(output):
 
 
 def parse_profile(output, top=TOP_TASKS):
-    """The `top` slowest tasks of profile_tasks' summary as [{"task", "seconds"}], slowest first."""
+    """The `top` slowest tasks (None: all) of profile_tasks' summary as [{"task", "seconds"}], slowest first."""
     summary = output.rsplit("\n=====", 1)[-1] if "\n=====" in output else ""
     tasks = [{"task": match.group(1).strip(), "seconds": float(match.group(2))}
              for match in (PROFILE.match(line) for line in summary.splitlines()) if match]
     return sorted(tasks, key=lambda task: -task["seconds"])[:top]
+
+
+def per_role(tasks):
+    """{role: [seconds, tasks]} over a profile's tasks ("<collection>.<role> : <task>"; others under their name),
+    largest first: where a run's time goes."""
+    roles = {}
+    for task in tasks:
+        role = task["task"].split(" : ", 1)[0].rsplit(".", 1)[-1] if " : " in task["task"] else task["task"]
+        entry = roles.setdefault(role, [0.0, 0])
+        entry[0] = round(entry[0] + task["seconds"], 2)
+        entry[1] += 1
+    return dict(sorted(roles.items(), key=lambda item: -item[1][0]))
 
 
 def tree_rss_kib(stat_text, root, page_kib=4):
@@ -169,6 +181,10 @@ def table_markdown(report):
     if figures["largest_vs_one"] is not None:
         lines.append("Fleet re-run on %d hosts / on 1 host: %s (goal for 32: <= 2)." % (
             figures["largest"], figures["largest_vs_one"]))
+    for name, roles in (report.get("seconds_per_role") or {}).items():
+        if name.startswith(("converged-re-run", "fleet-re-run")):
+            lines.append("%s, seconds (tasks) per role: %s." % (name[:-len(".log")], ", ".join(
+                "%s %.0f (%d)" % (role, seconds, count) for role, (seconds, count) in roles.items())))
     return "\n".join(lines) + "\n"
 
 
@@ -198,6 +214,8 @@ class Fleet:
     def __init__(self, workdir, password):
         self.workdir, self.password, self.key = workdir, password, workdir / "id_ed25519"
         self.hosts, self.ports = [], {}
+        # Seconds and tasks per role of every run, by its log's name.
+        self.roles = {}
 
     def add(self, host, port):
         self.hosts.append(host)
@@ -206,6 +224,8 @@ class Fleet:
     def run(self, label, hosts, variables, must_converge):
         """site.yml over SSH on `hosts` with forks = their number; returns (wall, cpu, recap, profile) and exits
         when it failed, or changed anything where `must_converge`."""
+        # Every task in profile_tasks' summary, not its default 20.
+        os.environ["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "all"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         result = run_playbook(hosts, self.workdir, SITE, dict(variables, ansible_become_password=self.password),
@@ -227,6 +247,7 @@ class Fleet:
                 label, ", ".join(bad) or "the run", result.returncode, log_file, result.stdout[-3000:]))
         if must_converge and changed:
             sys.exit("harness: %s changed %d task(s) on a converged fleet (must be 0); see %s" % (label, changed, log_file))
+        self.roles[log_file.name] = per_role(parse_profile(result.stdout, top=None))
         return wall, cpu, recap, parse_profile(result.stdout)
 
     def serve_rss_kib(self, host):
@@ -320,6 +341,7 @@ def fleet_scale(_args):
     finally:
         fleet.close()
     report["ratios"] = ratios(rows)
+    report["seconds_per_role"] = fleet.roles
     (RESULTS_DIR / "fleet-scale.json").write_text(json.dumps(report, indent=2) + "\n")
     (RESULTS_DIR / "fleet-scale.md").write_text(table_markdown(report))
     svg = wall_svg(rows)

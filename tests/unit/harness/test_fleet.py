@@ -44,6 +44,14 @@ def test_profile_is_slowest_first_and_keeps_the_task_name():
     assert fleet.parse_profile("Copy ---- 99.00s\n" + OUTPUT)[0]["seconds"] == 110.51
 
 
+def test_per_role_sums_each_roles_tasks():
+    roles = fleet.per_role(fleet.parse_profile(OUTPUT, top=None))
+    assert list(roles) == ["vllm_serve", "build_deps", "vllm_build", "preflight", "python_venv"]
+    assert roles["vllm_serve"] == [110.51, 1] and roles["python_venv"] == [0.5, 1]
+    assert fleet.per_role([{"task": "Gathering Facts", "seconds": 2.0}, {"task": "a.b.c : x", "seconds": 1.0},
+                           {"task": "a.b.c : y", "seconds": 1.5}]) == {"Gathering Facts": [2.0, 1], "c": [2.5, 2]}
+
+
 def stat(pid, ppid, pages, comm="python3"):
     return "%d (%s) S %d 1 1 0 -1 4194560 100 0 0 0 1 1 0 0 20 0 1 0 100 1000 %d 18446744073709551615" % (
         pid, comm, ppid, pages)
@@ -95,8 +103,12 @@ def test_table_says_what_the_fleet_rows_exclude():
     rows[-1]["top_tasks"] = [{"task": "role : a | b", "seconds": 3.0}]
     report = {"cpu": "AMD EPYC", "cpus": 2, "memory_gib": 23.4, "pipelining": True, "strategy": "linear",
               "serve_rss_kib": 2 * 2 ** 20, "fleet_serving": False, "fleet_serving_why": "too big", "rows": rows,
-              "ratios": fleet.ratios(rows)}
+              "ratios": fleet.ratios(rows),
+              "seconds_per_role": {"first-converge-one-host-1.log": {"vllm_build": [300.0, 40]},
+                                   "fleet-re-run-8.log": {"python_venv": [24.7, 19], "preflight": [8.4, 3]}}}
     table = fleet.table_markdown(report)
+    assert "fleet-re-run-8, seconds (tasks) per role: python_venv 25 (19), preflight 8 (3)." in table
+    assert "first-converge-one-host-1, seconds" not in table
     assert "EXCLUDE serving" in table and "measured both with and without serving" in table
     assert "| fleet re-run | 8 | no | 75.0 | 37.5 | 9.38 | 4.69 | 0 | role : a / b 3.0s |" in table
     assert "P1 (converged re-run / first converge, one host, serving): 0.15" in table
