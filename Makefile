@@ -33,7 +33,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes ee molecule build test clean
+.PHONY: help setup images site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes ee molecule fleet-scale build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -48,6 +48,7 @@ help:
 	@echo "make real-build   vllm_build compiling vLLM's own 0.32.0 sdist on Debian 13 amd64 (hours; report in .cache/reports)"
 	@echo "make autotune-demo   not in CI: autotune.yml on the local target (after make site), 3 candidates x 3 short runs; autotune/ in inventories/local"
 	@echo "make model-fleet-bytes   bytes a 3-host fleet pulls through the controller and the hub, per model source mode"
+	@echo "make fleet-scale  not in CI: site.yml over SSH on FLEET_SIZES hosts (default 1 8 16 32): table, JSON and SVG in .cache/fleet-scale"
 	@echo "make ee           the execution environment (ansible-builder, podman), then preflight through ansible-navigator over SSH (EE_ARGS=--site)"
 
 setup:
@@ -148,6 +149,16 @@ model-fleet-bytes: setup
 ee: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
 	$(HARNESS) ee $(EE_ARGS)
+
+# site.yml over SSH on 1, 8, 16 and 32 hosts (FLEET_SIZES), outside CI (tests/harness/fleet.py): one host converged
+# from the prepared image and the wheelhouse, committed and cloned; wall time, controller CPU and the slowest tasks
+# of each converged re-run, P1, in .cache/fleet-scale/ (fleet-scale.md, .json, .svg). FLEET_SERVE=auto|yes|no.
+fleet-scale: setup
+	$(HARNESS) images $(NATIVE_IMAGE)
+	$(HARNESS) prepared-image
+	$(HARNESS) wheelhouse
+	$(HARNESS) tiny-model
+	FLEET_SIZES="$(or $(FLEET_SIZES),1 8 16 32)" $(HARNESS) fleet-scale
 
 molecule: setup
 	$(HARNESS) images $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))

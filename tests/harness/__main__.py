@@ -24,6 +24,8 @@ Subcommands (all idempotent):
   ee [--site] [--keep]  build the execution environment (ee/base, execution-environment.yml) with
                  ansible-builder and podman, then ansible-navigator runs preflight (and site.yml) in it
                  against one SSH host (make ee; outside CI)
+  fleet-scale    site.yml over SSH on 1, 8, 16, 32 hosts (FLEET_SIZES) from one converged host: wall time and
+                 controller CPU per host, P1, a table and an SVG under .cache/fleet-scale (make fleet-scale; outside CI)
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from harness.assets import fill_wheelhouse, fill_wheelhouse_arm64, make_tiny_mod
 from harness.rehearsal import real_build  # noqa: E402
 from harness.scenarios import run_scenarios  # noqa: E402
 from harness.ee import ee  # noqa: E402
+from harness.fleet import fleet_scale  # noqa: E402
 
 
 def main():
@@ -73,6 +76,7 @@ def main():
     execution_environment.add_argument("--site", action="store_true", help="also run site.yml through ansible-navigator")
     execution_environment.add_argument("--keep", action="store_true", help="keep the SSH host container")
     execution_environment.set_defaults(func=ee)
+    commands.add_parser("fleet-scale").set_defaults(func=fleet_scale)
     args = parser.parse_args()
     args.func(args)
 

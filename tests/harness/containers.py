@@ -74,11 +74,12 @@ class Container:
 def playbook_command(hosts, tmp_path, role, variables, collections_path=None, options=(), host_vars=None):
     """The ansible-playbook command and environment that run `role` with extra vars `variables` (JSON
     keeps their types) against `hosts` in group vllm_hosts, each with its `host_vars[name]` as
-    inventory variables. A path ending in .yml runs that playbook."""
+    inventory variables (which may name another connection than the namespaces', e.g. SSH). A path ending in .yml
+    runs that playbook."""
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"vllm_hosts": {"hosts": {host.name: dict(
-        (host_vars or {}).get(host.name, {}),
-        ansible_connection=CONNECTION, ansible_python_interpreter="/usr/bin/python3")
+        {"ansible_connection": CONNECTION, "ansible_python_interpreter": "/usr/bin/python3"},
+        **(host_vars or {}).get(host.name, {}))
         for host in hosts}}}))
     if role.endswith(".yml"):
         playbook = Path(role)

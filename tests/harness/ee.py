@@ -140,17 +140,33 @@ def image_size(tag):
     return int(podman_output("image", "inspect", "--format", "{{.Size}}", tag))
 
 
-def ssh_host(workdir, password):
-    """A booted container from the prepared image, its SSH port on 127.0.0.1, set up by ssh_host.yml; returns
-    the container and the port."""
-    host = prepared_host(build_prepared_image(), options=[
+def ssh_container(image):
+    """A booted container from `image` with its SSH port published on 127.0.0.1 (the local target's wheelhouse
+    mounted, vLLM's shared memory); returns the container and the port."""
+    host = prepared_host(image, options=[
         "--publish", "127.0.0.1::22", "--shm-size=1g",
         "--volume", "/var/cache/arm-inference/wheelhouse:/wheelhouse:ro"])
-    port = int(podman_output("port", host.name, "22/tcp").rsplit(":", 1)[1])
-    (workdir / "project").mkdir(exist_ok=True)
+    return host, int(podman_output("port", host.name, "22/tcp").rsplit(":", 1)[1])
+
+
+def ssh_host_vars(port, key):
+    """Inventory variables that reach an SSH host of ssh_host.yml: 127.0.0.1:port as `admin` with key `key`. The
+    container is new each time, with new host keys, and reachable from this machine only: no known_hosts."""
+    return {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": port, "ansible_user": "admin",
+            "ansible_ssh_private_key_file": str(key),
+            "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+            "ansible_python_interpreter": "/usr/bin/python3"}
+
+
+def ssh_host(workdir, password, key=None, requiretty=True):
+    """A booted container from the prepared image, its SSH port on 127.0.0.1, set up by ssh_host.yml (the
+    controller's key at `key`, default workdir/project/id_ed25519); returns the container and the port."""
+    host, port = ssh_container(build_prepared_image())
+    key = key or workdir / "project" / "id_ed25519"
+    key.parent.mkdir(parents=True, exist_ok=True)
     setup = host.playbook(workdir, str(REPO_ROOT / "tests" / "playbooks" / "ssh_host.yml"), {
-        "ansible_become_password": password, "ssh_host_require_no_acl": False,
-        "ssh_host_key": str(workdir / "project" / "id_ed25519")})
+        "ansible_become_password": password, "ssh_host_require_no_acl": False, "ssh_host_requiretty": requiretty,
+        "ssh_host_key": str(key)})
     if setup.returncode != 0:
         host.remove()
         sys.exit("harness: ssh_host.yml failed on %s:\n%s" % (host.name, (setup.stdout + setup.stderr)[-3000:]))
@@ -163,11 +179,8 @@ def navigator_project(workdir, port, password):
     project = workdir / "project"
     # The project directory is what ansible-navigator mounts into the container: the key lives in it.
     shutil.copytree(REPO_ROOT / "inventories" / "local" / "group_vars", project / "inventory" / "group_vars")
-    (project / "inventory" / "hosts.yml").write_text(yaml.safe_dump({"vllm_hosts": {"hosts": {"ee-ssh-host": {
-        "ansible_host": "127.0.0.1", "ansible_port": port, "ansible_user": "admin",
-        "ansible_ssh_private_key_file": str(workdir / "project" / "id_ed25519"),
-        "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
-        "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+    (project / "inventory" / "hosts.yml").write_text(yaml.safe_dump({"vllm_hosts": {"hosts": {
+        "ee-ssh-host": ssh_host_vars(port, workdir / "project" / "id_ed25519")}}}))
     (project / "ansible.cfg").write_text("[defaults]\nforks = 8\n[ssh_connection]\npipelining = False\n")
     secrets_file = project / "credentials.yml"
     secrets_file.write_text(yaml.safe_dump({"ansible_become_password": password}))
