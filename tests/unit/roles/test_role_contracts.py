@@ -7,6 +7,7 @@ literal another role owns, or defaults another role's variable to a literal of i
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -383,3 +384,19 @@ def test_what_site_and_serve_import_from_the_rollout_runs_under_their_role_tags(
             include = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.include_tasks")
             if include is not None:
                 assert isinstance(include, dict) and "always" in include.get("apply", {}).get("tags", []), (name, task)
+
+
+def test_owner_values_are_parsed_once_per_version_of_the_files_and_handed_out_as_copies(tmp_path, monkeypatch):
+    from ansible_collections.arm_inference.vllm.plugins.lookup import role_contract
+
+    (tmp_path / "owner" / "defaults").mkdir(parents=True)
+    defaults = tmp_path / "owner" / "defaults" / "main.yml"
+    defaults.write_text("owner_list: [a]\nowner_path: /one\n")
+    monkeypatch.setattr(role_contract, "ROLES_DIR", tmp_path)
+    first = role_contract.owner_values("owner")
+    first["owner_list"].append("changed by a consumer")
+    assert role_contract.owner_values("owner") == {"owner_list": ["a"], "owner_path": "/one"}
+    assert role_contract.owner_values("owner", ["owner_path", "absent"]) == {"owner_path": "/one"}
+    defaults.write_text("owner_list: [b]\nowner_path: /two\n")
+    os.utime(defaults, ns=(defaults.stat().st_mtime_ns + 10**9,) * 2)
+    assert role_contract.owner_values("owner") == {"owner_list": ["b"], "owner_path": "/two"}
