@@ -278,3 +278,24 @@ def test_with_the_gateway_on_and_no_key_vllm_gets_a_root_only_key_of_its_own(hos
     assert host.exec("cat " + GENERATED_KEY).stdout.strip() == key
     assert host.exec(MODELS_STATUS).stdout.strip() == "401"
     assert key not in output + rerun
+
+
+PROBE_KEY = "/etc/haproxy/vllm-gateway/probe.key"
+
+
+def test_the_gateway_makes_its_probe_key_root_only_once_and_shows_it_nowhere(host, tmp_path):
+    """vllm_gateway (Debian's HAProxy) in front of alpha, which serves with the key vllm_serve generated above: the
+    probe key is a 0600 root file from its creation (whatever the umask; `openssl rand -out` gave 0644 under root's
+    022), its whole chain answers (the role's own check with the probe key), a re-run changes nothing and keeps the
+    key, and no output shows it."""
+    gateway = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=True)
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_gateway", gateway)
+    assert result.returncode == 0, output[-3000:]
+    assert host.exec("stat -c '%U:%G %a' " + PROBE_KEY).stdout.strip() == "root:root 600"
+    key = host.exec("cat " + PROBE_KEY).stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", key), len(key)
+
+    result, rerun = _run(host, tmp_path, "arm_inference.vllm.vllm_gateway", gateway)
+    assert result.returncode == 0 and "changed=0" in rerun, rerun[-3000:]
+    assert host.exec("cat " + PROBE_KEY).stdout.strip() == key
+    assert key not in output + rerun
