@@ -313,10 +313,13 @@ def test_the_gateway_makes_its_probe_key_root_only_once_and_shows_it_nowhere(hos
     probe key is a 0600 root file from its creation (whatever the umask; `openssl rand -out` gave 0644 under root's
     022), its whole chain answers (the role's own check with the probe key), a re-run changes nothing and keeps the
     key, and no output shows it."""
-    gateway = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=True)
+    gateway = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=True,
+                   vllm_gateway_api_keys=[{"name": "ops", "key": "7c41f0d9a2b85e36c1d4f9087ab2e5c3"}],
+                   # HAProxy asks for about two descriptors per connection: within the container's nofile (4096).
+                   vllm_gateway_max_connections=1024)
     output, key = _run_and_read_made_key(host, tmp_path, "arm_inference.vllm.vllm_gateway", gateway, PROBE_KEY)
 
     result, rerun = _run(host, tmp_path, "arm_inference.vllm.vllm_gateway", gateway)
     assert result.returncode == 0 and "changed=0" in rerun, rerun[-3000:]
     assert host.exec("cat " + PROBE_KEY).stdout.strip() == key
-    assert key not in output + rerun
+    assert key not in output + rerun and "7c41f0d9a2b85e36c1d4f9087ab2e5c3" not in output + rerun
