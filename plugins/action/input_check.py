@@ -7,7 +7,8 @@ For each role named: the OS and architecture, each variable against the role's a
 (types, choices, elements; one line per problem instead of Ansible's spec dump), then the role's
 rules in module_utils/input_rules.py with the host's facts. Reads the host (host_facts, the free
 disk under the build root when vllm_build is checked, the listening sockets and bindable addresses
-when vllm_serve or vllm_gateway is (host_ports), and whether its package manager can install
+when vllm_serve or vllm_gateway is (host_ports), whether vllm_serve generated a key earlier (only for a
+non-loopback bind that nothing else would authenticate), and whether its package manager can install
 the OS packages of build_deps, tcmalloc, python_venv and an enabled vllm_gateway); the one thing it
 may write is apt's package lists, refreshed when the roles would refresh them before installing
 (package_candidates).
@@ -20,6 +21,7 @@ from pathlib import Path
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import lookup_loader
 from ansible.template import trust_as_template
 from ansible.utils.display import Display
 from ansible_collections.arm_inference.vllm.plugins.filter.platform import platform_support
@@ -42,6 +44,12 @@ def os_vars(role, platform_key):
     with open(path) as handle:
         return {key: value for key, value in (yaml.safe_load(handle) or {}).items()
                 if not (isinstance(value, str) and "{{" in value)}
+
+
+def owner_vars(role):
+    """A role's vars/main.yml as written."""
+    with open(ROLES_DIR / role / "vars" / "main.yml") as handle:
+        return yaml.safe_load(handle) or {}
 
 
 def package_vars(role, platform_key, values, templar):
@@ -146,6 +154,7 @@ class ActionModule(ActionBase):
         host["facts"] = host_facts
         if "vllm_serve" in roles and host_facts is not None:
             host.update(self._models(roles, variables, host, task_vars))
+            host.update(self._serve_api_key(variables, task_vars))
         if {"vllm_serve", "vllm_gateway"} & set(roles):
             host["ports"] = self._ports(variables, task_vars)
         if input_rules.installing_roles(roles, variables):
@@ -175,6 +184,20 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("host_ports: could not read the host's listening sockets: %s"
                                     % " ".join(str(answer.get("msg", "")).split()))
         return {key: answer.get(key) for key in ("unprivileged_port_start", "listening", "addresses")}
+
+    def _serve_api_key(self, variables, task_vars):
+        """What vllm_serve's key plan reads besides the variables, as its plan.yml reads it: whether the gateway is on
+        (vllm_gateway's contract), and, only where that alone can authenticate a non-loopback bind, whether the
+        host holds a key vllm_serve generated before."""
+        contract = task_vars.get("vllm_gateway_contract") or lookup_loader.get(
+            "arm_inference.vllm.role_contract", loader=self._loader, templar=self._templar).run(
+                ["vllm_gateway"], variables=task_vars)[0]
+        answer = {"gateway_enabled": bool(contract["enabled"]), "generated_api_key_exists": False}
+        if input_rules.generated_key_matters(variables, answer["gateway_enabled"]):
+            path = owner_vars("vllm_serve")["_vllm_serve_generated_key_path"]
+            stat = self._module("ansible.builtin.stat", {"path": path, "get_checksum": False}, task_vars)
+            answer["generated_api_key_exists"] = bool((stat.get("stat") or {}).get("exists"))
+        return answer
 
     def _models(self, roles, variables, host, task_vars):
         """vllm_model's declarations and placements, and the files of the local models the instances

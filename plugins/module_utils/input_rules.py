@@ -653,6 +653,7 @@ def _serve_units(variables, host):
     settings = serve_settings(variables, **models_settings(variables, host))
     instances = variables.get("vllm_serve_instances")
     try:
+        settings["api_key_configured"] = bool(serve_api_key_plan(variables, host)["source"])
         return vllm_serve.serve_units(facts, instances, settings), None
     except (vllm_serve.ServeError, HostFactsError) as error:
         return None, _from_message(str(error), "vllm_serve_instances")
@@ -734,6 +735,40 @@ def vllm_gateway_listeners(variables, host):
         wanted.append((str(bind), port, address_variable, "vllm_gateway_" + key))
     return _listener_errors(wanted, host["ports"], lambda unit: unit == GATEWAY_SERVICE or unit.startswith(
         vllm_serve.UNIT_PREFIX), False, "HAProxy")
+
+
+def serve_api_key_plan(variables, host):
+    """vllm_serve's API key as its plan.yml decides it on the host (vllm_serve.api_key_plan, the one rule): the
+    operator's key or file, else, with vllm_serve_api_key_generate: auto, the key the role generates when the gateway
+    is on (host["gateway_enabled"], vllm_gateway's contract as plan.yml reads it; else vllm_gateway_enabled) or has
+    generated before (host["generated_api_key_exists"])."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
+
+    return vllm_serve.api_key_plan({
+        "api_key": bool(variables.get("vllm_serve_api_key")), "api_key_file": variables.get("vllm_serve_api_key_file") or "",
+        "generate": variables.get("vllm_serve_api_key_generate", "auto"),
+        "gateway_enabled": bool(host.get("gateway_enabled", variables.get("vllm_gateway_enabled", False))),
+        "generated_exists": bool(host.get("generated_api_key_exists")),
+        "stored_path": "stored", "generated_path": "generated"})
+
+
+def generated_key_matters(variables, gateway_enabled):
+    """Whether the preflight must ask the host for a key vllm_serve generated earlier: only that key can authenticate
+    a non-loopback bind here (no operator key, generate auto, the gateway off, which would generate one)."""
+    if variables.get("vllm_serve_api_key") or variables.get("vllm_serve_api_key_file") or gateway_enabled:
+        return False
+    if variables.get("vllm_serve_api_key_generate", "auto") != "auto":
+        return False
+    instances = variables.get("vllm_serve_instances")
+    items = instances if isinstance(instances, list) else []
+    binds = [variables.get("vllm_serve_host")] + [item.get("host") for item in items if isinstance(item, dict)]
+    for bind in binds:
+        try:
+            if bind not in (None, "") and not ipaddress.ip_address(str(bind)).is_loopback:
+                return True
+        except ValueError:
+            continue  # the bind rule says what is wrong
+    return False
 
 
 def models_settings(variables, host):

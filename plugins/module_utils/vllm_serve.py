@@ -453,7 +453,8 @@ def serve_units(facts, instances, settings):
         address = _bind_address(item.get("host", merged["host"]), host_variable)
         if not address.is_loopback and not merged["api_key_configured"] and not merged["allow_unauthenticated"]:
             _refuse(host_variable, "is reachable from other machines, but no API key is configured", str(address),
-                    "set vllm_serve_api_key (or vllm_serve_api_key_file), bind 127.0.0.1, or set "
+                    "set vllm_serve_api_key (or vllm_serve_api_key_file), let the role generate one "
+                    "(vllm_gateway_enabled: true with vllm_serve_api_key_generate: auto), bind 127.0.0.1, or set "
                     "vllm_serve_allow_unauthenticated_remote: true if a proxy in front does the authentication")
         health_host = local_address(address)
         base_url = "http://%s:%d" % ("[%s]" % health_host if ":" in health_host else health_host, port)

@@ -129,7 +129,8 @@ options:
   ca_bundle:
     description:
       - A PEM bundle on the host that hub, HTTPS and S3 downloads trust instead of the clients' own CA store (a
-        TLS-intercepting proxy's CA). Default the clients' own.
+        TLS-intercepting proxy's CA). Default the clients' own. For the hub it reaches the hub client's HTTP client
+        and hf_xet, which fetches Xet-backed files (through C(SSL_CERT_FILE), the one CA setting hf_xet reads).
     type: path
   mirror:
     description:
@@ -540,12 +541,27 @@ def _fail_cleanly(store, staging, error):
     raise ModelStoreError("%s: %s; the previous revision (%s) stays current" % (store.name, error, store.current or "none"))
 
 
+def hub_environment(store_root, ca_bundle):
+    """The environment the hub client and hf_xet (which the client uses for Xet-backed files, in this process) run
+    in, as {name: value, or None to remove it}. Both read it when they start, so it is set before the import.
+    hf_xet's HTTP client (reqwest with rustls) takes no CA setting of its own: it trusts the certificates in
+    SSL_CERT_FILE (and SSL_CERT_DIR) in place of the system's, so with ca_bundle SSL_CERT_FILE names it and
+    SSL_CERT_DIR is removed: hf_xet trusts the bundle alone, as the hub client's own HTTP client does."""
+    environment = {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                   "HF_HOME": os.path.join(store_root, ".hf-home")}
+    if ca_bundle:
+        environment.update(SSL_CERT_FILE=ca_bundle, SSL_CERT_DIR=None)
+    return environment
+
+
 def _hub_client(store, module):
     """The hub client (imported only now: a placed revision never needs it), its HfApi and the token."""
     model = store.model
-    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    os.environ["HF_HOME"] = os.path.join(store.root, ".hf-home")
+    for name, value in hub_environment(store.root, module.params["ca_bundle"]).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         import huggingface_hub
     except ImportError as error:

@@ -15,7 +15,9 @@ description:
     characters (and a newline) to it, created with mode 0600 before anything is written, then moved into place.
     A file that holds a key is kept as it is, so a re-run changes nothing.
   - The key is made on the managed host; it is never returned, logged or passed on a command line.
-  - The vllm_serve role uses it for vLLM's own key when the gateway fronts vLLM and the operator gave none.
+  - The collection's one maker of key files. The vllm_serve role uses it for vLLM's own key when the gateway fronts
+    vLLM and the operator gave none; the vllm_gateway role for its probe key (the client key its own checks and
+    smoke.yml use).
 options:
   path:
     description: Absolute path of the key file; its directory must exist.

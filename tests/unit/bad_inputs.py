@@ -174,7 +174,9 @@ CASES = [
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),
     ({"vllm_serve_port": "eighty"}, "vllm_serve_port"),
-    ({"vllm_serve_host": "0.0.0.0"}, "vllm_serve_host"),
+    # No key: none given, and none generated (the gateway, which would have vllm_serve generate one, is off).
+    ({"vllm_serve_host": "0.0.0.0", "vllm_gateway_enabled": False, "vllm_serve_ip_address_allow": ["any"]},
+     "vllm_serve_host"),
     # What the host answers before the change: a port below net.ipv4.ip_unprivileged_port_start (the unit
     # has no CAP_NET_BIND_SERVICE), a port another process holds.
     ({"vllm_serve_port": 80}, "vllm_serve_port"),

@@ -135,6 +135,8 @@ def test_the_host_holds_digests_of_the_client_keys_never_the_keys(host, gateway_
     """prepare.yml left the raw keys in the key map, as earlier versions wrote it; converge replaced them."""
     assert gateway_result["batch_ok"] == 8  # the key opened the door
     probe = host.check_output("cat /etc/haproxy/vllm-gateway/probe.key").strip()
+    # Made by vllm_serve_api_key: root's alone from its creation, whatever the umask.
+    assert host.check_output("stat -c '%U:%G %a' /etc/haproxy/vllm-gateway/probe.key") == "root:root 600"
     expected = sorted("%s %s" % (hashlib.sha256(key.encode()).hexdigest(), name)
                       for name, key in dict(inventory_keys(), **{"arm-inference-probe": probe}).items())
     assert sorted(host.check_output("cat /etc/haproxy/vllm-gateway/clients.map").splitlines()) == expected

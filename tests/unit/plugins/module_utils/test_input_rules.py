@@ -81,6 +81,66 @@ def test_trust_remote_code_is_on_only_through_its_variable(debian12_altra):
     assert "--trust-remote-code" in unit["arguments"]
 
 
+# vllm_serve's preflight alone (roles [vllm_serve]: no gateway rule) on a non-loopback bind that lets every address in.
+OPEN_BIND = dict(VALID, vllm_serve_host="0.0.0.0", vllm_serve_ip_address_allow=["any"])
+NO_KEY = "vllm_serve_host: is reachable from other machines, but no API key is configured"
+
+
+@pytest.mark.parametrize("variables,gateway,generated,refused", [
+    # The gateway on: vllm_serve generates vLLM's key (api_key_plan), so the bind is authenticated.
+    ({}, True, False, False),
+    # Generation turned off and no key of the operator's: nothing authenticates it.
+    ({"vllm_serve_api_key_generate": "never"}, True, False, True),
+    # The gateway off: no key is generated, unless one generated earlier is kept (api_key_plan keeps it).
+    ({}, False, False, True),
+    ({}, False, True, False),
+    ({"vllm_serve_api_key_generate": "never"}, False, True, True),
+    # The operator's key or file always counts.
+    ({"vllm_serve_api_key": SECRET}, False, False, False),
+    ({"vllm_serve_api_key_file": "/etc/key", "vllm_serve_api_key_generate": "never"}, False, False, False),
+])
+def test_the_preflight_counts_the_key_vllm_serve_would_generate(debian12_altra, variables, gateway, generated, refused):
+    """The preflight and the role's plan (vllm_serve.api_key_plan, which plan.yml runs) agree on whether vLLM gets a
+    key, so a non-loopback bind is refused exactly when the role would serve it without one."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import api_key_plan
+
+    host = dict(debian12_altra, gateway_enabled=gateway, generated_api_key_exists=generated)
+    lines = problems(dict(OPEN_BIND, **variables), host, ["vllm_serve"])
+    assert any(line.startswith(NO_KEY) for line in lines) == refused, lines
+    plan = api_key_plan({"api_key": bool(variables.get("vllm_serve_api_key")),
+                         "api_key_file": variables.get("vllm_serve_api_key_file", ""),
+                         "generate": variables.get("vllm_serve_api_key_generate", "auto"), "gateway_enabled": gateway,
+                         "generated_exists": generated, "stored_path": "/s", "generated_path": "/g"})
+    assert (plan["source"] == "") == refused
+    if refused:
+        [line] = [line for line in lines if line.startswith(NO_KEY)]
+        assert "vllm_serve_api_key_generate: auto" in line and "vllm_gateway_enabled: true" in line, line
+
+
+def test_without_the_hosts_answer_the_gateway_is_read_from_the_variables(debian12_altra):
+    """site.yml's rules (vllm_gateway's among them): the gateway's default is on, so the key is generated and only
+    the gateway's own rule (clients would bypass it) names the bind; with the gateway off, the missing key does."""
+    lines = problems(OPEN_BIND, debian12_altra)
+    assert not any(line.startswith(NO_KEY) for line in lines) and any("bypass vllm_gateway" in line for line in lines)
+    lines = problems(dict(OPEN_BIND, vllm_gateway_enabled=False), debian12_altra)
+    assert any(line.startswith(NO_KEY) for line in lines), lines
+
+
+@pytest.mark.parametrize("variables,gateway,matters", [
+    ({"vllm_serve_host": "0.0.0.0"}, False, True),
+    ({"vllm_serve_host": "127.0.0.1", "vllm_serve_instances": [{"name": "a", "host": "10.0.0.5"}]}, False, True),
+    ({"vllm_serve_host": "0.0.0.0"}, True, False),
+    ({"vllm_serve_host": "127.0.0.1"}, False, False),
+    ({"vllm_serve_host": "not-an-address"}, False, False),
+    ({"vllm_serve_host": "0.0.0.0", "vllm_serve_api_key": SECRET}, False, False),
+    ({"vllm_serve_host": "0.0.0.0", "vllm_serve_api_key_generate": "never"}, False, False),
+    ({"vllm_serve_host": "0.0.0.0", "vllm_serve_instances": "main"}, False, True),
+])
+def test_the_host_is_asked_for_a_generated_key_only_where_it_decides(variables, gateway, matters):
+    """input_check stats the host's generated key only where that alone can authenticate a non-loopback bind."""
+    assert input_rules.generated_key_matters(variables, gateway) == matters
+
+
 @pytest.mark.parametrize("variables,expected", [
     ({"vllm_benchmark_concurrency": [4, 0]}, "vllm_benchmark_concurrency"),
     ({"vllm_benchmark_concurrency": []}, "vllm_benchmark_concurrency"),

@@ -78,7 +78,9 @@ def test_wildcard_bind_is_checked_on_loopback(altra):
 
 @pytest.mark.parametrize("instances, settings, expected", [
     ([{"host": "0.0.0.0"}], {}, "vllm_serve_instances[0].host: is reachable from other machines, "
-                                "but no API key is configured (got '0.0.0.0'); set vllm_serve_api_key"),
+                                "but no API key is configured (got '0.0.0.0'); set vllm_serve_api_key (or vllm_serve_api_key_file), "
+                                "let the role generate one (vllm_gateway_enabled: true with vllm_serve_api_key_generate: "
+                                "auto)"),
     ([{}], {"host": "10.0.0.5"}, "vllm_serve_host: is reachable from other machines, but no API key is "
                                  "configured (got '10.0.0.5')"),
     ([{}], {"host": "myhost"}, "vllm_serve_host: must be an IP address to listen on (got 'myhost'); give "

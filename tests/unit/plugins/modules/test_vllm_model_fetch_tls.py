@@ -90,3 +90,76 @@ def test_https_and_s3_downloads_trust_the_bundle_given(capsys, tmp_path, pki):
         s3.stop()
         server.shutdown()
         server.server_close()
+
+
+def test_the_hub_environment_points_hf_xet_at_the_bundle_alone():
+    from ansible_collections.arm_inference.vllm.plugins.modules.vllm_model_fetch import hub_environment
+
+    given = hub_environment("/srv/store", "/opt/model-tools/pip-ca-bundle.pem")
+    assert given["SSL_CERT_FILE"] == "/opt/model-tools/pip-ca-bundle.pem" and given["SSL_CERT_DIR"] is None
+    assert given["HF_HUB_DISABLE_TELEMETRY"] == "1" and given["HF_HOME"] == "/srv/store/.hf-home"
+    assert "SSL_CERT_FILE" not in hub_environment("/srv/store", None)
+    assert "SSL_CERT_DIR" not in hub_environment("/srv/store", "")
+
+
+# hf_xet (installed with huggingface_hub) asks a Xet CAS server for a file's reconstruction over its own HTTP client.
+# The server below stands in for that CAS host (cas-server.xethub.hf.co behind a TLS-intercepting proxy): it only
+# records the paths asked for over TLS with the proxy CA's certificate and answers 404, enough to see whether
+# hf_xet's TLS handshake succeeded. hf_xet runs in a subprocess, as the module runs it: with the environment the
+# module computes (hub_environment) or without the bundle.
+XET_CLIENT = """
+import sys, time, hf_xet
+info = hf_xet.PyXetDownloadInfo(sys.argv[2], "a" * 64, 10)
+try:
+    hf_xet.download_files([info], sys.argv[1], ("token", int(time.time()) + 600), None, None)
+except Exception as error:
+    print(type(error).__name__, error)
+"""
+
+
+def test_hf_xet_trusts_the_bundle_through_the_hub_environment(tmp_path, pki):
+    import subprocess
+    import sys
+
+    from ansible_collections.arm_inference.vllm.plugins.modules.vllm_model_fetch import hub_environment
+
+    pytest.importorskip("hf_xet")
+    asked = []
+
+    class CasStandIn(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_error(404)
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CasStandIn)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = "https://127.0.0.1:%d" % server.server_address[1]
+
+    def run(ca_bundle):
+        environment = dict(os.environ, HF_XET_CLIENT_RETRY_MAX_DURATION="1s")
+        environment.pop("SSL_CERT_FILE", None)
+        for name, value in hub_environment(str(tmp_path), ca_bundle).items():
+            if value is None:
+                environment.pop(name, None)
+            else:
+                environment[name] = value
+        return subprocess.run([sys.executable, "-c", XET_CLIENT, endpoint, str(tmp_path / "out")], env=environment,
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    try:
+        refused = run(None)
+        assert asked == [], asked  # the system's store does not hold the proxy's CA: no request got through TLS
+        assert "error sending request" in refused.stdout, refused.stdout + refused.stderr
+        trusted = run(str(pki / "ca.pem"))
+        assert any("/reconstructions/" + "a" * 64 in path for path in asked), (asked, trusted.stdout)
+        assert not any("telemetry" in path for path in asked), asked
+    finally:
+        server.shutdown()
