@@ -287,6 +287,44 @@ def test_with_the_gateway_on_and_no_key_vllm_gets_a_root_only_key_of_its_own(hos
     assert key not in output + rerun
 
 
+def test_the_preflight_counts_a_generated_key_the_host_keeps(host, tmp_path):
+    """The gateway off, no key given, and the key vllm_serve generated above still on the host: the run would serve
+    with it (api_key_plan keeps it), so the preflight lets a non-loopback bind through; with generation off it
+    refuses, saying what to do. Only the preflight runs (its tag)."""
+    assert host.exec("test -s " + GENERATED_KEY).returncode == 0
+    open_bind = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=False,
+                     vllm_serve_host="0.0.0.0", vllm_serve_ip_address_allow=["any"])
+    preflight = ("--tags", "vllm_serve_preflight")
+    result = host.playbook(tmp_path, "arm_inference.vllm.vllm_serve", open_bind, options=preflight)
+    assert result.returncode == 0, result.stdout[-3000:]
+    result = host.playbook(tmp_path, "arm_inference.vllm.vllm_serve", dict(open_bind, vllm_serve_api_key_generate="never"),
+                           options=preflight)
+    assert result.returncode != 0
+    assert "vllm_serve_host: is reachable from other machines, but no API key is configured (got '0.0.0.0'); set " \
+        "vllm_serve_api_key (or vllm_serve_api_key_file), let the role generate one" in result.stdout, \
+        result.stdout[-3000:]
+
+
+PROBE_KEY = "/etc/haproxy/vllm-gateway/probe.key"
+
+
+def test_the_gateway_makes_its_probe_key_root_only_once_and_shows_it_nowhere(host, tmp_path):
+    """vllm_gateway (Debian's HAProxy) in front of alpha, which serves with the key vllm_serve generated above: the
+    probe key is a 0600 root file from its creation (whatever the umask; `openssl rand -out` gave 0644 under root's
+    022), its whole chain answers (the role's own check with the probe key), a re-run changes nothing and keeps the
+    key, and no output shows it."""
+    gateway = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=True,
+                   vllm_gateway_api_keys=[{"name": "ops", "key": "7c41f0d9a2b85e36c1d4f9087ab2e5c3"}],
+                   # HAProxy asks for about two descriptors per connection: within the container's nofile (4096).
+                   vllm_gateway_max_connections=1024)
+    output, key = _run_and_read_made_key(host, tmp_path, "arm_inference.vllm.vllm_gateway", gateway, PROBE_KEY)
+
+    result, rerun = _run(host, tmp_path, "arm_inference.vllm.vllm_gateway", gateway)
+    assert result.returncode == 0 and "changed=0" in rerun, rerun[-3000:]
+    assert host.exec("cat " + PROBE_KEY).stdout.strip() == key
+    assert key not in output + rerun and "7c41f0d9a2b85e36c1d4f9087ab2e5c3" not in output + rerun
+
+
 CLASS_PLAY = """
 - hosts: all
   gather_facts: false
@@ -333,41 +371,3 @@ def test_the_classes_autotune_result_is_applied_where_the_inventory_leaves_it(ho
     result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", dict(one, vllm_serve_autotune_apply=False))
     assert result.returncode == 0, output[-3000:]
     assert "vllm_serve: autotune" not in output and "--max-num-seqs" not in host.exec(unit).stdout
-
-
-def test_the_preflight_counts_a_generated_key_the_host_keeps(host, tmp_path):
-    """The gateway off, no key given, and the key vllm_serve generated above still on the host: the run would serve
-    with it (api_key_plan keeps it), so the preflight lets a non-loopback bind through; with generation off it
-    refuses, saying what to do. Only the preflight runs (its tag)."""
-    assert host.exec("test -s " + GENERATED_KEY).returncode == 0
-    open_bind = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=False,
-                     vllm_serve_host="0.0.0.0", vllm_serve_ip_address_allow=["any"])
-    preflight = ("--tags", "vllm_serve_preflight")
-    result = host.playbook(tmp_path, "arm_inference.vllm.vllm_serve", open_bind, options=preflight)
-    assert result.returncode == 0, result.stdout[-3000:]
-    result = host.playbook(tmp_path, "arm_inference.vllm.vllm_serve", dict(open_bind, vllm_serve_api_key_generate="never"),
-                           options=preflight)
-    assert result.returncode != 0
-    assert "vllm_serve_host: is reachable from other machines, but no API key is configured (got '0.0.0.0'); set " \
-        "vllm_serve_api_key (or vllm_serve_api_key_file), let the role generate one" in result.stdout, \
-        result.stdout[-3000:]
-
-
-PROBE_KEY = "/etc/haproxy/vllm-gateway/probe.key"
-
-
-def test_the_gateway_makes_its_probe_key_root_only_once_and_shows_it_nowhere(host, tmp_path):
-    """vllm_gateway (Debian's HAProxy) in front of alpha, which serves with the key vllm_serve generated above: the
-    probe key is a 0600 root file from its creation (whatever the umask; `openssl rand -out` gave 0644 under root's
-    022), its whole chain answers (the role's own check with the probe key), a re-run changes nothing and keeps the
-    key, and no output shows it."""
-    gateway = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=True,
-                   vllm_gateway_api_keys=[{"name": "ops", "key": "7c41f0d9a2b85e36c1d4f9087ab2e5c3"}],
-                   # HAProxy asks for about two descriptors per connection: within the container's nofile (4096).
-                   vllm_gateway_max_connections=1024)
-    output, key = _run_and_read_made_key(host, tmp_path, "arm_inference.vllm.vllm_gateway", gateway, PROBE_KEY)
-
-    result, rerun = _run(host, tmp_path, "arm_inference.vllm.vllm_gateway", gateway)
-    assert result.returncode == 0 and "changed=0" in rerun, rerun[-3000:]
-    assert host.exec("cat " + PROBE_KEY).stdout.strip() == key
-    assert key not in output + rerun and "7c41f0d9a2b85e36c1d4f9087ab2e5c3" not in output + rerun
