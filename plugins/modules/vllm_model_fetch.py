@@ -435,8 +435,8 @@ class Store:
                     memory_headroom_gib=fit.get("memory_headroom_gib"), model="%s at %s" % (self.name, revision),
                     variable=layout["variable"])
             except vllm_tuning.TuningError as error:
-                raise ModelStoreError("%s %s" % (error, consequence or "Nothing was fetched; the previous revision (%s) "
-                                                 "stays current." % (self.current or "none")))
+                raise ModelStoreError("%s%s %s" % (error, "" if str(error).endswith(".") else ".", consequence or (
+                    "Nothing was fetched; the previous revision (%s) stays current." % (self.current or "none"))))
             results.append(dict(checked, variable=layout["variable"]))
         return results
 
