@@ -145,7 +145,7 @@ options:
   summary:
     description:
       - For controller sources with V(plan), what action V(manifest) read of the directory on the controller
-        (RV(summary)): the fit check runs vllm_serve's rules on it before anything is copied.
+        (RV(summary)); the fit check runs vllm_serve's rules on it before anything is copied.
     type: dict
   verify:
     description:
@@ -165,11 +165,11 @@ options:
         none does); C(kv_cache_min_gib) and C(memory_headroom_gib) are vllm_serve's floor and headroom.
       - Before any weight byte moves, a hub, HTTP file list, S3 or mirror source's small files (C(config.json),
         C(model.safetensors.index.json), a legacy quantization file; size-capped, strict JSON, checked against the
-        source's pins) are read and vllm_serve's own rules run on them per layout (module_utils/vllm_tuning.py
-        model_serving: a quantization its CPU backend does not serve on this host is refused, and the weights are
-        weighed at the dtype the instance serves them in, float32 on a CPU without bf16). The same rules run on the
-        verified files (with their safetensors headers) in staging, before the revision becomes current, for every
-        source.
+        source's pins) are read and vllm_serve's own rules run on them per layout (C(model_serving) in
+        module_utils/vllm_tuning.py; a quantization its CPU backend does not serve on this host is refused, and the
+        weights are weighed at the dtype the instance serves them in, float32 on a CPU without bf16). The same rules
+        run on the verified files (with their safetensors headers) in staging, before the revision becomes current,
+        for every source.
       - A revision already placed is not checked again (a re-run reads no metadata). Without C(facts) nothing is
         checked.
     type: dict
@@ -233,8 +233,9 @@ manifest:
   type: dict
 summary:
   description:
-    - With V(manifest), what vllm_serve will read of the directory (module_utils/vllm_model_info.py read_model_dir:
-      architectures, checkpoint dtype, quantization, weight bytes, safetensors tensor bytes), for O(summary) of V(plan).
+    - With V(manifest), what vllm_serve will read of the directory (C(read_model_dir) of module_utils/vllm_model_info.py,
+      with the architectures, checkpoint dtype, quantization, weight bytes and safetensors tensor bytes), for O(summary)
+      of V(plan).
   returned: with V(manifest)
   type: dict
 seeded_from:
