@@ -729,8 +729,8 @@ def place_hub(store, module):
                         break
                 return data
         except Exception as error:  # the client's HTTP errors
-            raise ModelStoreError("%s cannot be read from %s (%s: %s)" % (name, api.endpoint, type(error).__name__,
-                                                                         " ".join(str(error).split())[:200]))
+            raise ModelStoreError("%s cannot be read from %s (%s: %s)" % (
+                name, api.endpoint, type(error).__name__, " ".join(str(error).split())[:200]))
 
     return store.fetch(revision, record, expected, download, result, read=read)
 

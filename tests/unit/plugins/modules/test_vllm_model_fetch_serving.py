@@ -201,4 +201,3 @@ def test_a_shard_the_index_names_but_the_checksums_leave_out_is_refused_before_t
     assert ("tiny at r1 is incomplete: model.safetensors.index.json names model-00002-of-00002.safetensors, which "
             "is missing") in refused["msg"], refused["msg"]
     assert weight_requests(server) == []
-
