@@ -17,8 +17,9 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tun
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import UNIT_PREFIX
 
 # What other roles may know of each vllm_serve instance: enough to lay its ranks out on the host's NUMA
-# nodes (vllm_model's fit check), never its environment or arguments, which may carry credentials.
-INSTANCE_LAYOUT_KEYS = ("name", "model", "tensor_parallel_size")
+# nodes and to weigh its model at the dtype it serves it in (vllm_model's fit check), never its environment or
+# arguments, which may carry credentials.
+INSTANCE_LAYOUT_KEYS = ("name", "model", "tensor_parallel_size", "dtype")
 
 CONTRACTS = {
     # The units it writes (found by their marker line), its configuration directory, the venv it

@@ -327,6 +327,63 @@ def check_fit(facts, weight_bytes, tensor_parallel_size=None, instances=1, kv_ca
             "kv_budget_gib": int(math.floor(margin + floor))}
 
 
+# What a revision's small files may weigh when they are read before its weights (vllm_model's fit check): a
+# config.json of a few KB, an index of a few MB for the largest published checkpoints. More is not metadata.
+METADATA_LIMITS = ((CONFIG_FILE, 4 * 1024 * 1024), (INDEX_FILE, 64 * 1024 * 1024)) + tuple(
+    (name, 1024 * 1024) for name in LEGACY_QUANT_FILES)
+
+
+def _unique_keys(pairs):
+    keys = [key for key, dummy in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate key %r" % sorted(key for key in keys if keys.count(key) > 1)[0])
+    return dict(pairs)
+
+
+def _no_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def parse_metadata(data, name, limit, origin):
+    """One small file of a model (config.json, its index, a legacy quantization file) from bytes a source sent:
+    at most limit bytes of UTF-8 JSON, an object, no duplicate keys, no NaN or Infinity. ModelInfoError otherwise."""
+    if len(data) > limit:
+        raise ModelInfoError("%s: %s is larger than %d bytes, not model metadata" % (origin, name, limit))
+    try:
+        value = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ModelInfoError("%s: %s is not valid JSON (%s)" % (origin, name, " ".join(str(error).split())[:120]))
+    if not isinstance(value, dict):
+        raise ModelInfoError("%s: %s is not a JSON object (got %s)" % (origin, name, type(value).__name__))
+    if name == INDEX_FILE and not (isinstance(value.get("weight_map"), dict) and all(
+            isinstance(shard, str) for shard in value["weight_map"].values())):
+        raise ModelInfoError("%s: %s has no weight_map of tensor name to shard file" % (origin, name))
+    return value
+
+
+def listing_summary(sizes, read, origin):
+    """summarize() of a revision a source lists but this host does not hold yet, from its file listing
+    (sizes: {file name: size announced}) and its small files alone, read through read(name, limit) -> bytes
+    (at most limit + 1 bytes: more is refused): config.json, model.safetensors.index.json, a legacy
+    quantization file. No weight byte is read. Whatever the source sent is hostile until parsed here: sizes
+    capped (METADATA_LIMITS), strict JSON, and a config vLLM could not read refused with ModelInfoError."""
+    top = dict((name, size) for name, size in sizes.items() if "/" not in name)
+    parsed = {}
+    for name, limit in METADATA_LIMITS:
+        if name not in top:
+            continue
+        if (top[name] or 0) > limit:
+            raise ModelInfoError("%s: %s is %d bytes, more than the %d a metadata file may take"
+                                 % (origin, name, top[name], limit))
+        parsed[name] = parse_metadata(read(name, limit), name, limit, origin)
+    legacy = next((parsed[name] for name in LEGACY_QUANT_FILES if name in parsed), None)
+    try:
+        return summarize(parsed.get(CONFIG_FILE), top, parsed.get(INDEX_FILE), None, legacy, origin)
+    except (TypeError, AttributeError, KeyError) as error:  # well-formed JSON of the wrong shape
+        raise ModelInfoError("%s: %s is not a model configuration vLLM reads (%s: %s)"
+                             % (origin, CONFIG_FILE, type(error).__name__, " ".join(str(error).split())[:120]))
+
+
 def _read_json(path, limit=64 * 1024 * 1024):
     if not os.path.isfile(path):
         return None

@@ -106,6 +106,15 @@ def _bad_credentials(model, variable, target, code):
                            % (variable, target, code, advice))
 
 
+def read_small(response, limit):
+    """At most limit + 1 bytes of a get_object response's body, the body closed."""
+    body = response["Body"]
+    try:
+        return body.read(limit + 1)
+    finally:
+        body.close()
+
+
 class Mirror:
     """The S3 prefix a fleet fetches a model from once (the model's `mirror`):
 
@@ -180,6 +189,11 @@ class Mirror:
     def size(self, revision, name):
         return int(self._call(self.url(revision, name), self.client.head_object,
                               Key=self.key(revision, name))["ContentLength"])
+
+    def read_small(self, revision, name, limit):
+        """The first limit + 1 bytes of a small file of revision (a ranged GET): more is refused by the caller."""
+        return read_small(self._call(self.url(revision, name), self.client.get_object, Key=self.key(revision, name),
+                                     Range="bytes=0-%d" % limit), limit)
 
     def download(self, revision, name, target, count):
         """boto3's managed transfer (ranged parts in parallel for large files); count (TransferCap.counter) sees

@@ -500,6 +500,19 @@ def git_blob_sha1(path, chunk=1 << 20):
     return digest.hexdigest()
 
 
+def verify_bytes(name, data, want):
+    """A small file read into memory, checked like verify_files checks one on disk: against want's size, sha256 or
+    git_sha1 (the git object id the hub publishes for files outside LFS), each where given."""
+    if want.get("size") and len(data) != want["size"]:
+        raise ModelStoreError("%s is %d bytes, the source announced %d" % (name, len(data), want["size"]))
+    if want.get("sha256") and hashlib.sha256(data).hexdigest() != want["sha256"].lower():
+        raise ModelStoreError("%s does not match the sha256 %s the source pins" % (name, want["sha256"].lower()))
+    blob = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+    blob.update(data)
+    if want.get("git_sha1") and blob.hexdigest() != want["git_sha1"]:
+        raise ModelStoreError("%s does not match the git object id %s the hub published" % (name, want["git_sha1"]))
+
+
 def list_files(root):
     """Every regular file under root, relative, sorted; symlinks and special files are refused."""
     found = []
@@ -907,5 +920,7 @@ def serving_layouts(name, instances, serve_model=""):
         if not isinstance(item, dict) or item.get("model", serve_model) != name:
             continue
         layouts.append({"variable": "vllm_serve_instances[%d] (%s)" % (index, item.get("name", index)),
-                        "tensor_parallel_size": item.get("tensor_parallel_size"), "instances": len(instances)})
-    return layouts or [{"variable": "vllm_model_models (%s)" % name, "tensor_parallel_size": None, "instances": 1}]
+                        "tensor_parallel_size": item.get("tensor_parallel_size"), "instances": len(instances),
+                        "dtype": item.get("dtype")})
+    return layouts or [{"variable": "vllm_model_models (%s)" % name, "tensor_parallel_size": None, "instances": 1,
+                        "dtype": None}]

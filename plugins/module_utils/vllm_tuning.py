@@ -449,6 +449,17 @@ def model_weights_gib(item, summary, model_dtype, variable):
 RESERVED_CPUS_PER_RANK = 1
 
 
+def model_serving(facts, summary, item, variable):
+    """(dtype, weights GiB in memory) an instance serves a checkpoint with on this host: the checkpoint's own
+    rules (quantization support, the dtype it needs), the instance's dtype (item["dtype"]) or the host's, and the
+    weights at that dtype. Refuses what vLLM's CPU backend cannot serve here. serve_profile() sizes every instance
+    with it, and vllm_model's fit check weighs a revision with it from its small files before the download."""
+    rules = _model_rules(facts, summary, item, variable)
+    model_dtype = dtype(facts, item.get("dtype") if item.get("dtype") not in (None, "") else rules["dtype"],
+                        variable + ".dtype")
+    return model_dtype, model_weights_gib(item, summary, model_dtype, variable)
+
+
 def serve_profile(facts, instances=None, reserved_cpus_per_rank=None, kv_cache_min_gib=1, memory_headroom_gib=None):
     """Settings of every vLLM instance on the host.
 
@@ -499,10 +510,7 @@ def serve_profile(facts, instances=None, reserved_cpus_per_rank=None, kv_cache_m
                     _refuse(variable + ".omp_threads_bind", "binds CPU %d, which instance %s already uses"
                             % (cpu, claimed[cpu]), bind, "give each instance CPUs of its own")
         summary = item.get("model_summary")
-        rules = _model_rules(facts, summary, item, variable)
-        model_dtype = dtype(facts, item.get("dtype") if item.get("dtype") not in (None, "") else rules["dtype"],
-                            variable + ".dtype")
-        weights = model_weights_gib(item, summary, model_dtype, variable)
+        model_dtype, weights = model_serving(facts, summary, item, variable)
         kv = kv_cache_gib(facts, rank_cpus, tp_size, node_ranks, weights, memory_headroom_gib,
                           kv_cache_min_gib, item.get("kv_cache_gib"), variable + ".kv_cache_gib")
         fpmath = fpmath_mode(facts, item.get("onednn_fpmath_mode"), variable + ".onednn_fpmath_mode")

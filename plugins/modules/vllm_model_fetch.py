@@ -143,6 +143,11 @@ options:
   mirror_manifest:
     description: With O(mirror_revision), each file's sha256 as the seeder verified it (V(seed)'s RV(manifest)).
     type: dict
+  summary:
+    description:
+      - For controller sources with V(plan), what action V(manifest) read of the directory on the controller
+        (RV(summary)); the fit check runs vllm_serve's rules on it before anything is copied.
+    type: dict
   verify:
     description:
       - How a re-run checks a placed revision before it decides from the record. V(quick) compares the file set and
@@ -159,6 +164,13 @@ options:
         C(instances) and C(serve_model) are vllm_serve's instances and default model as its contract publishes
         them (every instance that names this model is checked in its layout, or the single-instance layout when
         none does); C(kv_cache_min_gib) and C(memory_headroom_gib) are vllm_serve's floor and headroom.
+      - Before any weight byte moves, a hub, HTTP file list, S3 or mirror source's small files (C(config.json),
+        C(model.safetensors.index.json), a legacy quantization file; size-capped, strict JSON, checked against the
+        source's pins) are read and vllm_serve's own rules run on them per layout (C(model_serving) in
+        module_utils/vllm_tuning.py; a quantization its CPU backend does not serve on this host is refused, and the
+        weights are weighed at the dtype the instance serves them in, float32 on a CPU without bf16). The same rules
+        run on the verified files (with their safetensors headers) in staging, before the revision becomes current,
+        for every source.
       - A revision already placed is not checked again (a re-run reads no metadata). Without C(facts) nothing is
         checked.
     type: dict
@@ -219,6 +231,13 @@ staging:
 manifest:
   description: For V(manifest), each file's sha256 and size; for V(seed), each file's sha256 in the mirror.
   returned: action manifest and seed
+  type: dict
+summary:
+  description:
+    - With V(manifest), what vllm_serve will read of the directory (C(read_model_dir) of module_utils/vllm_model_info.py,
+      with the architectures, checkpoint dtype, quantization, weight bytes and safetensors tensor bytes), for O(summary)
+      of V(plan).
+  returned: with V(manifest)
   type: dict
 seeded_from:
   description: For V(seed), where the mirror's revision came from (V(store), V(origin), V(mirror), V(controller)).
@@ -394,25 +413,65 @@ class Store:
                              "again from its source" % (os.path.join(self.dir, revision), ", ".join(found[:5])))
         return None
 
-    def check_fit(self, revision, weight_bytes, consequence=None):
+    def check_fit(self, revision, weight_bytes, consequence=None, summary=None):
         """Refuse a revision that cannot fit the host's memory per NUMA node, before any byte is written (or, for an
-        archive, before any is extracted: consequence then says so, and the caller's cleanup what stays current)."""
+        archive, before any is extracted: consequence then says so, and the caller's cleanup what stays current).
+        With summary (vllm_model_info's, from the revision's small files or its verified directory) each layout
+        runs vllm_serve's own rules first (vllm_tuning.model_serving: a quantization its CPU backend does not serve
+        here is refused) and weighs the weights at the dtype that instance serves them in (bfloat16 weights take
+        twice their bytes as float32 on a CPU without bf16); without, the bytes as given."""
         fit = self.module.params["fit"] or {}
         if not fit.get("facts"):
             return None
         results = []
         for layout in store_rules.serving_layouts(self.name, fit.get("instances"), fit.get("serve_model") or ""):
             try:
+                if summary is not None:
+                    dummy, weights_gib = vllm_tuning.model_serving(
+                        fit["facts"], summary, {"dtype": layout["dtype"], "model_label": "%s at %s" % (
+                            self.name, revision)}, layout["variable"])
+                    weight_bytes = int(weights_gib * vllm_model_info.GIB)
                 checked = vllm_model_info.check_fit(
                     fit["facts"], weight_bytes, tensor_parallel_size=layout["tensor_parallel_size"],
                     instances=layout["instances"], kv_cache_min_gib=fit.get("kv_cache_min_gib", 1),
                     memory_headroom_gib=fit.get("memory_headroom_gib"), model="%s at %s" % (self.name, revision),
                     variable=layout["variable"])
             except vllm_tuning.TuningError as error:
-                raise ModelStoreError("%s %s" % (error, consequence or "Nothing was fetched; the previous revision (%s) "
-                                                 "stays current." % (self.current or "none")))
+                raise ModelStoreError("%s%s %s" % (error, "" if str(error).endswith(".") else ".", consequence or (
+                    "Nothing was fetched; the previous revision (%s) stays current." % (self.current or "none"))))
             results.append(dict(checked, variable=layout["variable"]))
         return results
+
+    def serving_summary(self, revision, record, expected, read):
+        """The revision as vllm_serve will read it (vllm_model_info.listing_summary), from the sizes the source
+        listed (record) and its small files alone, read through read(name, limit) -> bytes before any weight byte
+        moves, each checked against the source's pins (expected) where it has them. None without fit facts or a
+        reader (an archive: its files are known once it is downloaded; check_staged weighs them then)."""
+        if read is None or not (self.module.params["fit"] or {}).get("facts"):
+            return None
+
+        def pinned(name, limit):
+            data = read(name, limit)
+            store_rules.verify_bytes(name, data[:limit + 1], (expected or {}).get(name) or {})
+            return data
+
+        sizes = dict((name, entry.get("size") or 0) for name, entry in record["files"].items())
+        try:
+            return vllm_model_info.listing_summary(sizes, pinned, "%s at %s" % (self.name, revision))
+        except (vllm_model_info.ModelInfoError, ModelStoreError) as error:
+            raise ModelStoreError("vllm_model_models (%s).source: %s; nothing but its small files was fetched, the "
+                                  "previous revision (%s) stays current" % (self.name, error, self.current or "none"))
+
+    def check_staged(self, revision, root, consequence):
+        """vllm_serve's rules (check_fit with summary) on the revision as it lies verified in root (staging, a host
+        directory), its config, index and safetensors headers read there, before it becomes current."""
+        if not (self.module.params["fit"] or {}).get("facts"):
+            return None
+        try:
+            summary = vllm_model_info.read_model_dir(root)
+        except vllm_model_info.ModelInfoError as error:
+            raise ModelStoreError("vllm_model_models (%s).source: %s" % (self.name, " ".join(str(error).split())))
+        return self.check_fit(revision, summary["weight_bytes"], consequence=consequence, summary=summary)
 
     def check_disk(self, revision, needed):
         free = store_rules.free_bytes(self.root)
@@ -448,18 +507,21 @@ class Store:
                 store_rules.write_state(self.dir, self.state)
         return self.finish(revision, result)
 
-    def fetch(self, revision, record, expected, download, result, disk_bytes=None):
+    def fetch(self, revision, record, expected, download, result, disk_bytes=None, read=None):
         """Place a revision not held yet. Before the first byte: weigh it against the host's memory and check free
         disk (disk_bytes, default the record's total_bytes), from the sizes the source announced (record). Then
         download(staging) writes the files into a staging directory on the store's file system, each is verified
         against expected ({name: {sha256 or git_sha1, size}}; None when only the download knows the files, as for an
-        archive: download returns them then), and the directory is renamed into place. A failure removes the
+        archive: download returns them then), and the directory is renamed into place. With read (the source's
+        reader of one small file, see serving_summary) vllm_serve's rules run on the revision's small files before
+        the fit and disk checks; they run again on the verified files in staging before the switch. A failure removes the
         staging directory and leaves the previous revision current. Every transfer is capped (self.cap): at the size
         its source announced, and all together at what the disk check allowed; weights larger than announced are
         weighed again before the switch."""
         _announced(result, record)
         announced = record["weight_bytes"]
-        result["fit"] = self.check_fit(revision, announced)
+        result["fit"] = self.check_fit(revision, announced, summary=self.serving_summary(revision, record, expected,
+                                                                                         read))
         result["free_bytes"] = self.check_disk(revision, record["total_bytes"] if disk_bytes is None else disk_bytes)
         result["changed"] = True
         result["_record"] = record
@@ -478,9 +540,10 @@ class Store:
                 dict((name, entry["size"]) for name, entry in files.items())),
                 total_bytes=sum(entry["size"] for entry in files.values()))
             _announced(result, record)  # what the verified files hold
-            if record["weight_bytes"] > announced:  # a source that announced less (or no size): weighed again
-                result["fit"] = self.check_fit(revision, record["weight_bytes"], consequence="Weighed after the "
-                                               "download, whose sizes were not all announced.")
+            # vllm_serve's rules again, on what was verified (a source that announced less, or no size, or whose
+            # headers say more than its config): before the switch.
+            result["fit"] = self.check_staged(revision, staging, "Read from the verified files in staging: it was "
+                                              "not made current.") or result["fit"]
             self.commit(revision, record, staged=staging)
         except (ModelStoreError, OSError) as error:
             _fail_cleanly(self, staging, error)
@@ -667,7 +730,25 @@ def place_hub(store, module):
         # The client's own bookkeeping inside local_dir is not part of the model.
         shutil.rmtree(os.path.join(staging, ".cache"), ignore_errors=True)
 
-    return store.fetch(revision, record, expected, download, result)
+    def read(name, limit):
+        """One small file into memory through the hub client's own HTTP client (its headers, its redirects), held
+        to limit + 1 bytes."""
+        url = huggingface_hub.hf_hub_url(model["location"], name, revision=revision, endpoint=model["endpoint"])
+        try:
+            with huggingface_hub.get_session().stream("GET", url, headers=huggingface_hub.utils.build_hf_headers(
+                    token=token)) as response:
+                huggingface_hub.utils.hf_raise_for_status(response)
+                data = b""
+                for chunk in response.iter_bytes():
+                    data += chunk
+                    if len(data) > limit:
+                        break
+                return data
+        except Exception as error:  # the client's HTTP errors
+            raise ModelStoreError("%s cannot be read from %s (%s: %s)" % (
+                name, api.endpoint, type(error).__name__, " ".join(str(error).split())[:200]))
+
+    return store.fetch(revision, record, expected, download, result, read=read)
 
 
 def _hub_session(huggingface_hub, ca_bundle, cap=None, largest=0):
@@ -723,9 +804,9 @@ def place_host(store, module):
     record = _record(model, revision, revision, files, extra={"ignored": [skip]} if skip else None)
     record["requested"] = derived  # the ref a re-run without a label looks up
     _announced(result, record)
-    result["fit"] = store.check_fit(revision, record["weight_bytes"])
     try:
         store_rules.check_complete(root, revision)
+        result["fit"] = store.check_staged(revision, root, "Read from %s: it was not linked." % root)
     except ModelStoreError as error:
         raise ModelStoreError("%s: %s; the previous revision (%s) stays current"
                               % (store.name, error, store.current or "none"))
@@ -804,10 +885,17 @@ def place_http(store, module):
         for name in sorted(expected):
             _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle, store.cap, sizes[name])
 
+    def read(name, limit):
+        response = _http_open(model, base + quote(name), ca_bundle=ca_bundle)
+        try:
+            return response.read(limit + 1)
+        finally:
+            response.close()
+
     # A server that announces no Content-Length gives 0 above: the disk check's allowance caps the download then,
     # and the sha256 decides.
     return store.fetch(revision, record, dict((name, {"sha256": expected[name]}) for name in expected), download,
-                       result)
+                       result, read=read)
 
 
 def _http_stream(model, url, path, ca_bundle, cap, limit=0, digest=None):
@@ -959,7 +1047,12 @@ def place_s3(store, module):
             call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key,
                  Filename=_staged_file(staging, name), Callback=count)
 
-    return store.fetch(revision, record, files, download, result)
+    def read(name, limit):
+        key = _s3_key(model, name)
+        return s3.read_small(call(_s3_url(model, key), client.get_object, Bucket=model["bucket"], Key=key,
+                                  Range="bytes=0-%d" % limit), limit)
+
+    return store.fetch(revision, record, files, download, result, read=read)
 
 
 # A fleet's mirror (the model's `mirror`, module_utils/vllm_model_s3.Mirror): each host reports whether it holds
@@ -1105,7 +1198,8 @@ def _place_from_mirror(store, module, mirror, revision, expected, ref):
                 mirror.url(revision, name), files[name]["size"]))
 
     try:
-        return store.fetch(revision, record, expected, download, {"changed": False})
+        return store.fetch(revision, record, expected, download, {"changed": False},
+                           read=lambda name, limit: mirror.read_small(revision, name, limit))
     except ModelStoreError as error:
         raise ModelStoreError("vllm_model_models (%s).mirror: %s/ does not verify: %s" % (
             model["name"], mirror.url(revision), error))
@@ -1224,7 +1318,9 @@ def plan_controller(store, module):
     result = {"changed": False, "revision": revision, "weight_bytes": store_rules.weight_bytes(sizes),
               "total_bytes": sum(sizes.values()), "needed": record is None, "staging": store.staging(revision)}
     if record is None:
-        result["fit"] = store.check_fit(revision, result["weight_bytes"])
+        # The summary action manifest read on the controller (config, index, safetensors headers): vllm_serve's
+        # rules run before anything is copied.
+        result["fit"] = store.check_fit(revision, result["weight_bytes"], summary=module.params["summary"])
         result["free_bytes"] = store.check_disk(revision, result["total_bytes"])
         result["changed"] = True
         if not module.check_mode:
@@ -1257,6 +1353,8 @@ def place_controller(store, module):
         files = store_rules.verify_files(staged, dict(
             (name, {"sha256": entry["sha256"], "size": entry["size"]}) for name, entry in manifest.items()))
         record["files"] = files
+        result["fit"] = store.check_staged(revision, staged, "Read from the verified copy in staging: it was not "
+                                           "made current.")
         store.commit(revision, record, staged=staged)
     except (ModelStoreError, OSError) as error:
         _fail_cleanly(store, staged, "the copy from the controller does not verify: %s" % error)
@@ -1289,8 +1387,12 @@ def run(module):
         model = _model_from_params(module.params)
         files = directory_manifest(model, model["location"])
         sizes = dict((name, entry["size"]) for name, entry in files.items())
+        try:  # what vllm_serve will read of it, for the hosts' fit check before the copy
+            summary = vllm_model_info.read_model_dir(model["location"])
+        except vllm_model_info.ModelInfoError as error:
+            raise ModelStoreError("vllm_model_models (%s).source: %s" % (model["name"], " ".join(str(error).split())))
         return {"changed": False, "manifest": files, "revision": model["revision"] or store_rules.manifest_revision(files),
-                "weight_bytes": store_rules.weight_bytes(sizes), "total_bytes": sum(sizes.values())}
+                "weight_bytes": store_rules.weight_bytes(sizes), "total_bytes": sum(sizes.values()), "summary": summary}
     if action == "seed" and _model_from_params(module.params)["kind"] == "controller":
         return seed_mirror_from_controller(module)
     for key in ("store", "name"):
@@ -1349,6 +1451,7 @@ def main():
             "workers": {"type": "int", "default": 4},
             "ca_bundle": {"type": "path"},
             "fit": {"type": "dict"},
+            "summary": {"type": "dict"},
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "mirror": {"type": "str"},
             "mirror_revision": {"type": "str"},

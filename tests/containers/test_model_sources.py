@@ -31,7 +31,10 @@ from stand_ins.tiny_model import write_tiny_model
 
 MODELS_PLAYBOOK = REPO_ROOT / "playbooks" / "models.yml"
 STORE = "/var/lib/vllm-models"
-COMMITS = {"main": "1" * 40, "v2": "2" * 40, "v3": "3" * 40}
+COMMITS = {"main": "1" * 40, "v2": "2" * 40, "v3": "3" * 40, "x-bnb": "5" * 40}
+# x-bnb: the tiny model under the published config.json of a bitsandbytes checkpoint (tests/unit/samples/models),
+# a quantization vLLM's CPU backend serves on no architecture.
+BNB_CONFIG = REPO_ROOT / "tests" / "unit" / "samples" / "models" / "llama-3.1-8b-instruct-bnb-8bit" / "config.json"
 # The container reaches PyPI (for huggingface_hub) through the machine's CA, like prepare.yml's runs.
 PIP = {"python_venv_pip_ca_bundle": harness.HOST_CA_BUNDLE}
 TOKEN = "hf_test_token_never_shown"
@@ -61,6 +64,7 @@ def hub(tmp_path_factory):
     for seed, (ref, commit) in enumerate(sorted(COMMITS.items()), 1):
         write_tiny_model(str(root / "org" / "tiny" / commit), seed=seed)
     (root / "org" / "tiny" / "refs.json").write_text(json.dumps(COMMITS))
+    (root / "org" / "tiny" / COMMITS["x-bnb"] / "config.json").write_bytes(BNB_CONFIG.read_bytes())
     write_tiny_model(str(root / "org" / "gated" / COMMITS["main"]), seed=9)
     # The fleet tests' model: 16 MiB of weights, so its bytes stand out from the modules Ansible sends.
     write_tiny_model(str(root / "org" / "fleet" / FLEET_COMMIT), seed=41, **FLEET_MODEL_SIZE)
@@ -225,6 +229,22 @@ def test_pruning_keeps_current_and_the_one_before(host, hub, tmp_path):
     # keep=1 still keeps v2: it was current until now, and a server may still be running on it.
     assert entries(host) == [".state.json", COMMITS["v2"], COMMITS["v3"], "current"]
     result = place(host, tmp_path, [hub_model(hub, "v3")], vllm_model_keep=1)
+    assert entries(host) == [".state.json", COMMITS["v3"], "current"]
+
+
+def test_a_quantization_vllm_serve_refuses_is_refused_before_any_weight_byte(host, hub, tmp_path):
+    # vllm_serve's own rules run on the revision's config.json (read through the hub client's HTTP client and
+    # checked against the hub's pin) before the weights are asked for; the hub's log shows they never were.
+    before = len(hub.requests())
+    result = place(host, tmp_path, [hub_model(hub, "x-bnb")], vllm_serve_model="tiny")
+    asked = hub.requests()[before:]
+    assert result.returncode != 0
+    assert ("vllm_serve_instances[0] (main).model: bitsandbytes checkpoints are not served by vLLM's CPU backend on "
+            "%s" % ("Arm" if NATIVE in ("arm64", "aarch64") else "x86_64")) in result.stdout, result.stdout[-3000:]
+    assert "Nothing was fetched; the previous revision (%s) stays current." % COMMITS["v3"] in result.stdout
+    assert ("GET", "/org/tiny/resolve/%s/config.json" % COMMITS["x-bnb"]) in asked, asked
+    assert [request for request in asked if request[1].endswith(".safetensors")] == [], asked
+    assert current(host) == COMMITS["v3"]
     assert entries(host) == [".state.json", COMMITS["v3"], "current"]
 
 
@@ -434,7 +454,11 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
     print("fleet of three: %s" % json.dumps(report))
     (REPO_ROOT / "build").mkdir(exist_ok=True)
     (REPO_ROOT / "build" / "model-fleet-bytes.json").write_text(json.dumps(report, indent=1) + "\n")
-    # Once through the mirror: the hub served one copy, the controller uploaded one and sent the hosts none.
-    assert report["once_through_the_mirror"]["hub_bytes"] == model_bytes(hub.root / "org" / "fleet" / FLEET_COMMIT)
+    # Once through the mirror: the hub served one copy (and the seeder's read of its small files, on which
+    # vllm_serve's rules ran before the weights), the controller uploaded one and sent the hosts none.
+    fleet_model = hub.root / "org" / "fleet" / FLEET_COMMIT
+    small = sum((fleet_model / name).stat().st_size for name in ("config.json", "model.safetensors.index.json")
+                if (fleet_model / name).exists())
+    assert report["once_through_the_mirror"]["hub_bytes"] == model_bytes(fleet_model) + small
     assert report["once_through_the_mirror"]["controller_upload_bytes"] == size
     assert report["once_through_the_mirror"]["controller_bytes"] < size

@@ -13,7 +13,8 @@ Repositories are directories: <root>/<org>/<name>/<commit>/<files...> and <root>
 computed once at start-up, as the hub stores it at push time, and bytes are read from disk per request:
 a file changed on disk after start-up is served with the old sha256 announced, which is how the tests
 produce a corrupted download. GET /_stand_in/bytes-served answers how many file bytes it has sent, so a test
-can count the origin's traffic. Usage: python hub_server.py ROOT PORT (binds 127.0.0.1; prints "ready").
+can count the origin's traffic, and GET /_stand_in/requests the file requests it answered ([method, path], in order),
+so a test can show which files a client asked for. Usage: python hub_server.py ROOT PORT (binds 127.0.0.1; prints "ready").
 
 A hostile hub, for the tests that prove the collection refuses one: a file answer.json in a repository's
 directory ({"<ref>": {"sha": "<any string>", "unchecked": ["<file>", ...]}}) makes the model info for that
@@ -80,6 +81,7 @@ class HubHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     repositories = {}
     served = [0]  # file bytes sent, shared by the server's threads
+    requests = []  # [method, path] of each file request, shared by the server's threads
     served_lock = threading.Lock()
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's signature
@@ -128,8 +130,9 @@ class HubHandler(BaseHTTPRequestHandler):
         resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", raw)
         if resolve:
             resolve = [unquote(part) for part in resolve.groups()]
-        if path == "/_stand_in/bytes-served":
-            body = json.dumps({"bytes": self.served[0]}).encode()
+        if path in ("/_stand_in/bytes-served", "/_stand_in/requests"):
+            with self.served_lock:
+                body = json.dumps({"bytes": self.served[0]} if path.endswith("served") else self.requests).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -137,6 +140,8 @@ class HubHandler(BaseHTTPRequestHandler):
         elif info and self.command == "GET":
             self._model_info(info.group(1), info.group(2))
         elif resolve:
+            with self.served_lock:
+                self.requests.append([self.command, path])
             self._resolve(*resolve)
         else:
             self._error(404, "EntryNotFound", "no route %s" % path)
@@ -233,6 +238,11 @@ class HubProcess:
     def bytes_served(self):
         with urllib.request.urlopen(self.endpoint + "/_stand_in/bytes-served", timeout=10) as response:
             return json.loads(response.read())["bytes"]
+
+    def requests(self):
+        """[(method, path)] of the file requests this run of the stand-in answered, in order."""
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/requests", timeout=10) as response:
+            return [tuple(request) for request in json.loads(response.read())]
 
 
 def main(root, port):

@@ -21,9 +21,11 @@ def serve(**values):
 def test_the_instances_are_published_as_their_layout_only():
     instances = [{"name": "a", "model": "llama", "tensor_parallel_size": 2, "port": 8100, "kv_cache_gib": 4,
                   "environment": {"HF_TOKEN": "hf_never_published"}, "extra_args": ["--api-key=secret"]},
-                 {"name": "b"}, {}]
+                 {"name": "b", "dtype": "float32"}, {}]
     published = serve(vllm_serve_instances=instances)["instances"]
-    assert published == [{"name": "a", "model": "llama", "tensor_parallel_size": 2}, {"name": "b"}, {}]
+    # The dtype decides what vllm_model weighs the model at before its download.
+    assert published == [{"name": "a", "model": "llama", "tensor_parallel_size": 2}, {"name": "b", "dtype": "float32"},
+                         {}]
     assert "never_published" not in repr(published) and "secret" not in repr(published)
     assert instances[0]["environment"], "the owner's value is left as it is"
 

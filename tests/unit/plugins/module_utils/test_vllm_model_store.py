@@ -397,15 +397,17 @@ def test_placed_fact_has_the_shape_vllm_serve_reads():
 
 
 def test_serving_layouts_are_the_instances_that_name_the_model():
-    instances = [{"name": "a", "model": "tiny", "tensor_parallel_size": 2}, {"name": "b"}, {"name": "c", "model": "x"}]
+    instances = [{"name": "a", "model": "tiny", "tensor_parallel_size": 2}, {"name": "b"},
+                 {"name": "c", "model": "x", "dtype": "float32"}]
     assert rules.serving_layouts("tiny", instances, serve_model="tiny") == [
-        {"variable": "vllm_serve_instances[0] (a)", "tensor_parallel_size": 2, "instances": 3},
-        {"variable": "vllm_serve_instances[1] (b)", "tensor_parallel_size": None, "instances": 3}]
+        {"variable": "vllm_serve_instances[0] (a)", "tensor_parallel_size": 2, "instances": 3, "dtype": None},
+        {"variable": "vllm_serve_instances[1] (b)", "tensor_parallel_size": None, "instances": 3, "dtype": None}]
+    # The instance's dtype: the weights are weighed at the dtype it serves them in.
     assert rules.serving_layouts("x", instances, serve_model="tiny") == [
-        {"variable": "vllm_serve_instances[2] (c)", "tensor_parallel_size": None, "instances": 3}]
+        {"variable": "vllm_serve_instances[2] (c)", "tensor_parallel_size": None, "instances": 3, "dtype": "float32"}]
     # A model no instance names yet is weighed alone on the host.
     assert rules.serving_layouts("later", instances, serve_model="tiny") == [
-        {"variable": "vllm_model_models (later)", "tensor_parallel_size": None, "instances": 1}]
+        {"variable": "vllm_model_models (later)", "tensor_parallel_size": None, "instances": 1, "dtype": None}]
     assert rules.serving_layouts("later", None) == rules.serving_layouts("later", [])
 
 

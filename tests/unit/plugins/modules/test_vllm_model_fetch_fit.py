@@ -3,7 +3,7 @@
 A real HTTP origin (Python's http.server, on the loopback) serves a tiny model and a second revision whose
 weights are a sparse 200 GB file: the origin announces its size, the module weighs it against the published
 Graviton4 c8g.16xlarge sample (128 GiB, one NUMA node) and refuses it with the numbers, leaving the first
-revision current and fetching nothing but the sizes (HEAD requests)."""
+revision current and fetching nothing but the sizes (HEAD requests) and config.json."""
 
 from __future__ import annotations
 
@@ -29,10 +29,18 @@ def origin(tmp_path):
     for revision, size in (("small", 4096), ("mid", MID), ("huge", HUGE)):
         (root / revision).mkdir(parents=True)
         (root / revision / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
-        with open(root / revision / "model.safetensors", "wb") as handle:
-            handle.truncate(size)  # sparse: the size is announced, no disk is used
+        write_sparse_safetensors(root / revision / "model.safetensors", size)
     with http_origin(root) as server:
         yield root, server
+
+
+def write_sparse_safetensors(path, size):
+    """A safetensors file of size bytes: its header (one U8 tensor over the rest) and sparse data, so the size is
+    announced and its header read (in staging) while no disk is used."""
+    header = json.dumps({"w": {"dtype": "U8", "shape": [size - 136], "data_offsets": [0, size - 136]}}).encode()
+    with open(path, "wb") as handle:
+        handle.write((128).to_bytes(8, "little") + header.ljust(128))
+        handle.truncate(size)
 
 
 def _sums(directory):
@@ -67,7 +75,9 @@ def test_a_model_too_large_is_refused_before_the_download_and_the_previous_stays
     assert "weights 186.3 GiB / TP 1 + KV cache floor 1 GiB" in message
     assert "Nothing was fetched; the previous revision (small) stays current." in message
     # Only the sizes were asked for: no byte of the model was downloaded.
-    assert sorted(server.requests) == [("HEAD", "/huge/config.json"), ("HEAD", "/huge/model.safetensors")]
+    # config.json is read (vllm_serve's rules run on it), no byte of the weights.
+    assert sorted(server.requests) == [("GET", "/huge/config.json"), ("HEAD", "/huge/config.json"),
+                                       ("HEAD", "/huge/model.safetensors")]
     assert os.readlink(store / "tiny" / "current") == "small"
     assert sorted(os.listdir(store / "tiny")) == [".state.json", "current", "small"]
 

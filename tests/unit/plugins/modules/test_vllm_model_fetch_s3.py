@@ -16,6 +16,10 @@ import pytest
 from stand_ins.s3_origin import REGION, S3Origin, free_port
 from stand_ins.tiny_model import write_tiny_model
 from model_fetch import run_module  # noqa: E402
+import published_samples
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
+
+BNB_CONFIG = Path(__file__).resolve().parents[2] / "samples" / "models" / "llama-3.1-8b-instruct-bnb-8bit" / "config.json"
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +32,12 @@ def origin(tmp_path_factory):
         server.put_model("models", "org/tiny/" + label, models[label])
     # "bad": an object replaced after its SHA256SUMS was written (a corrupted upload).
     server.client().put_object(Bucket="models", Key="org/tiny/bad/config.json", Body=b"{}")
+    # "bnb": the published config.json of a bitsandbytes checkpoint (tests/unit/samples/models), whose weights were
+    # replaced after its SHA256SUMS was written: a download of them would fail its checksum.
+    models["bnb"] = write_tiny_model(str(root / "bnb"), seed=4)
+    Path(models["bnb"], "config.json").write_bytes(BNB_CONFIG.read_bytes())
+    server.put_model("models", "org/tiny/bnb", models["bnb"])
+    server.client().put_object(Bucket="models", Key="org/tiny/bnb/model.safetensors", Body=b"not the weights")
     server.put_model("locked", "org/tiny/v1", models["v1"])
     keys = server.reader("models", "org/tiny")
     server.enforce_iam()
@@ -60,6 +70,20 @@ def test_wrong_keys_name_the_key_not_a_missing_grant(capsys, tmp_path, origin, c
     assert result["msg"].startswith(expected), result["msg"]
     assert "grant" not in result["msg"] and "denied" not in result["msg"]
     assert keys["secret_access_key"] not in result["msg"] and change.get("secret_access_key", "-") not in result["msg"]
+
+
+def test_a_quantization_vllm_serve_refuses_is_refused_from_its_config_before_the_weights(capsys, tmp_path, origin):
+    # Before the test below, which restarts moto. config.json is read with a ranged GET and checked against the
+    # SHA256SUMS object; the refusal is vllm_serve's, not the weights' checksum: they were never fetched.
+    server, keys, dummy = origin
+    fit = {"facts": build_host_facts(published_samples.load_sample("graviton4-c8g-16xlarge")),
+           "instances": [{"name": "main"}], "serve_model": "tiny", "kv_cache_min_gib": 1}
+    result = run_module(capsys, fit=fit, **s3_args(server, keys, tmp_path / "store", "bnb"))
+    assert result.get("failed"), result
+    assert result["msg"].startswith("vllm_serve_instances[0] (main).model: bitsandbytes checkpoints are not served by "
+                                    "vLLM's CPU backend on Arm"), result["msg"]
+    assert "Nothing was fetched; the previous revision (none) stays current." in result["msg"]
+    assert not os.path.lexists(tmp_path / "store" / "tiny" / "current")
 
 
 def test_s3_model_placed_verified_rerun_offline_and_refusals_keep_the_previous(capsys, tmp_path, origin):
