@@ -163,7 +163,7 @@ def table_markdown(report):
     lines = ["# Fleet scale: site.yml over SSH", "",
              "Machine: %s, %d CPUs, %.1f GiB. SSH as `admin` with sudo (password), key only, pipelining %s, forks = "
              "hosts, strategy %s." % (report["cpu"], report["cpus"], report["memory_gib"],
-                                     "on" if report["pipelining"] else "off", report["strategy"]),
+                                      "on" if report["pipelining"] else "off", report["strategy"]),
              "", "Serving vLLM (tiny model) RSS on one host: %s." % (
                  "%.2f GiB" % (report["serve_rss_kib"] / 2 ** 20) if report["serve_rss_kib"] else "not measured"),
              "Fleet rows %s (%s). The one-host rows were measured both with and without serving." % (
