@@ -36,9 +36,10 @@ from harness.containers import podman, run_playbook
 from harness.ee import ssh_container, ssh_host, ssh_host_vars
 from harness.machine import CACHE_DIR, REPO_ROOT, link_collection, log, require_root
 
-RESULTS_DIR = CACHE_DIR / "fleet-scale"
+RESULTS_DIR = CACHE_DIR / os.environ.get("FLEET_RESULTS", "fleet-scale")
 SITE = str(REPO_ROOT / "playbooks" / "site.yml")
-FLEET_IMAGE = "localhost/arm-inference/fleet-scale:latest"
+# FLEET_IMAGE names another tag, so that two measurements on one machine do not remove each other's image.
+FLEET_IMAGE = os.environ.get("FLEET_IMAGE", "localhost/arm-inference/fleet-scale:latest")
 # What the fleet hosts run when they do not serve: no vLLM instance (the role stops and removes them) and no
 # gateway (removed likewise); everything else of site.yml runs as it does with serving.
 NO_SERVING = {"vllm_serve_instances": [], "vllm_gateway_enabled": False}
