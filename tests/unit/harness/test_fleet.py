@@ -122,3 +122,14 @@ def test_svg_plots_the_fleet_reruns_only():
     assert svg.startswith("<svg") and svg.count('data-label="') == 2
     assert 'data-label="8 hosts: 75 s"' in svg and 'data-label="1 host: 50 s"' in svg
     assert fleet.wall_svg(rows[:1]) is None
+
+
+def test_the_inotify_limit_is_raised_for_a_fleet_and_never_lowered(tmp_path, monkeypatch):
+    limit = tmp_path / "max_user_instances"
+    monkeypatch.setattr(fleet, "INOTIFY_SYSCTL", str(limit))
+    limit.write_text("128\n")
+    fleet.inotify_for(32)
+    assert int(limit.read_text()) == 16 * (32 + 8)
+    limit.write_text("8192\n")
+    fleet.inotify_for(32)
+    assert limit.read_text() == "8192\n"
