@@ -37,7 +37,9 @@ CASES = [
      ["python_venv_python_version: Python 3.99 is not installable here", "python3.99, python3.99-venv"]),
     ("python_venv", {"python_venv_pip_index_url": "ftp://user:%s@mirror.example/simple" % SECRET},
      ["python_venv_pip_index_url: must be an http://, https:// or file:// URL"]),
-    ("vllm_serve", dict(SERVE, vllm_serve_host="0.0.0.0"),
+    # With the gateway on, vllm_serve generates vLLM a key (api_key_plan), so only a bind without the gateway
+    # (and no key kept from an earlier run: a fresh host) has none.
+    ("vllm_serve", dict(SERVE, vllm_serve_host="0.0.0.0", vllm_gateway_enabled=False, vllm_serve_ip_address_allow=["any"]),
      ["vllm_serve_host: is reachable from other machines, but no API key is configured (got '0.0.0.0')"]),
     ("vllm_serve", dict(SERVE, vllm_serve_api_key=SECRET + "\nX=1"), ["vllm_serve_api_key: contains control characters"]),
     ("vllm_serve", dict(SERVE, vllm_serve_instances=[{"name": "main", "model": "llama"}]),
