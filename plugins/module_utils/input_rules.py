@@ -782,32 +782,13 @@ def models_settings(variables, host):
 
 
 def serve_settings(variables, **rendering):
-    """vllm_serve's role variables as serve_units() takes them; `rendering` adds the paths only the
-    role knows (venv, launcher, key file)."""
-    settings = {
-        "model": variables.get("vllm_serve_model"),
-        "served_model_name": variables.get("vllm_serve_served_model_name"),
-        "host": variables.get("vllm_serve_host"),
-        "port": variables.get("vllm_serve_port"),
-        "max_model_len": variables.get("vllm_serve_max_model_len"),
-        "max_num_batched_tokens": variables.get("vllm_serve_max_num_batched_tokens"),
-        "max_num_seqs": variables.get("vllm_serve_max_num_seqs"),
-        "block_size": variables.get("vllm_serve_block_size"),
-        "extra_args": variables.get("vllm_serve_extra_args"),
-        "environment": variables.get("vllm_serve_environment"),
-        "reserved_cpus_per_rank": variables.get("vllm_serve_reserved_cpus_per_rank"),
-        "kv_cache_min_gib": variables.get("vllm_serve_kv_cache_min_gib"),
-        "memory_headroom_gib": variables.get("vllm_serve_memory_headroom_gib"),
-        "offline": variables.get("vllm_serve_offline"),
-        "trust_remote_code": variables.get("vllm_serve_trust_remote_code"),
-        "api_key_configured": bool(variables.get("vllm_serve_api_key") or variables.get("vllm_serve_api_key_file")),
-        "api_key_transport": variables.get("vllm_serve_api_key_transport"),
-        "allow_unauthenticated": variables.get("vllm_serve_allow_unauthenticated_remote"),
-        "ip_address_allow": variables.get("vllm_serve_ip_address_allow", ["localhost"]),
-        "allowed_media_domains": variables.get("vllm_serve_allowed_media_domains", []),
-    }
-    settings.update(rendering)
-    return settings
+    """vllm_serve's role variables as serve_units() takes them (vllm_serve.variable_settings); `rendering`
+    adds the paths only the role knows (venv, launcher, key file)."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
+
+    computed = {"api_key_configured": bool(variables.get("vllm_serve_api_key") or variables.get("vllm_serve_api_key_file"))}
+    computed.update(rendering)
+    return vllm_serve.variable_settings(variables, **computed)
 
 
 # ---------------------------------------------------------------------------------------------

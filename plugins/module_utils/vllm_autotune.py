@@ -118,9 +118,7 @@ def _serve_settings(serve_vars):
     if not isinstance(instances, list) or not instances or not all(isinstance(item, dict) for item in instances):
         _refuse(INSTANCE_VARIABLE, "must be a non-empty list of mappings to tune", instances,
                 "declare the instance(s) autotune starts from")
-    settings = {key[len("vllm_serve_"):]: value for key, value in serve_vars.items()
-                if key.startswith("vllm_serve_") and key[len("vllm_serve_"):] in vllm_serve.DEFAULT_SETTINGS}
-    return instances, settings
+    return instances, vllm_serve.variable_settings(serve_vars)
 
 
 def _profile(facts, serve_vars, model_size, variable="candidate"):

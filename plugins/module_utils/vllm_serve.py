@@ -539,6 +539,26 @@ def serve_units(facts, instances, settings):
     return units
 
 
+# The settings that are a vllm_serve role variable as the inventory gives it ({variable: setting}); the
+# others (venv, launcher, key file, models, tcmalloc path) are computed by the role, by the preflight
+# (input_rules.serve_settings) or by autotune from their own facts. vars/main.yml renders the same map for
+# the role (tests/unit/plugins/module_utils/test_vllm_serve.py holds them together).
+VARIABLE_SETTINGS = dict(
+    [("vllm_serve_%s" % key, key) for key in (
+        "model", "served_model_name", "host", "port", "max_model_len", "max_num_batched_tokens", "max_num_seqs",
+        "block_size", "extra_args", "environment", "ip_address_allow", "allowed_media_domains",
+        "reserved_cpus_per_rank", "kv_cache_min_gib", "memory_headroom_gib", "offline", "trust_remote_code",
+        "api_key_transport")]
+    + [("vllm_serve_allow_unauthenticated_remote", "allow_unauthenticated")])
+
+
+def variable_settings(variables, **computed):
+    """The vllm_serve variables present in `variables` as serve_units() settings, with the computed ones."""
+    settings = {setting: variables[name] for name, setting in VARIABLE_SETTINGS.items() if name in variables}
+    settings.update(computed)
+    return settings
+
+
 DEFAULT_SETTINGS = {
     "model": "",
     "served_model_name": "",

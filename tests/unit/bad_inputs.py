@@ -236,6 +236,7 @@ CASES = [
     ({"vllm_serve_ip_address_allow": []}, "vllm_serve_ip_address_allow"),
     ({"vllm_serve_allowed_media_domains": ["http://169.254.169.254"]}, "vllm_serve_allowed_media_domains[0]"),
     ({"vllm_serve_trust_remote_code": "yes please"}, "vllm_serve_trust_remote_code"),
+    ({"vllm_serve_autotune_apply": "when tuned"}, "vllm_serve_autotune_apply"),
     # vllm_gateway
     ({"vllm_gateway_api_keys": []}, "vllm_gateway_api_keys"),
     ({"vllm_gateway_api_keys": [{"name": "ops", "key": ""}]}, "vllm_gateway_api_keys[0].key"),

@@ -309,3 +309,27 @@ def test_network_and_media_settings_are_refused_in_one_line(altra, settings, exp
         settings = dict(settings)
         serve_units(altra, [settings.pop("instance", {})], dict({"model": MODEL, "model_info": MODEL_INFO}, **settings))
     assert str(error.value).startswith(expected) and "\n" not in str(error.value)
+
+
+def test_the_roles_settings_map_renders_every_variable_the_preflight_and_autotune_read():
+    """vars/main.yml builds the role's settings in Jinja; the preflight and autotune take the same variables
+    through vllm_serve.variable_settings. Both must name the same variable for each setting."""
+    import pathlib
+    import re
+    import yaml
+
+    vars_file = pathlib.Path(__file__).resolve().parents[4] / "roles" / "vllm_serve" / "vars" / "main.yml"
+    rendered = yaml.safe_load(vars_file.read_text())["_vllm_serve_settings"]
+    pairs = dict(re.findall(r"'([a-z_]+)': (vllm_serve_[a-z_]+)\b(?!\s*\|)", rendered))
+    assert {setting: name for name, setting in vllm_serve.VARIABLE_SETTINGS.items()} == {
+        setting: pairs[setting] for setting in vllm_serve.VARIABLE_SETTINGS.values()}
+    computed = set(re.findall(r"'([a-z_]+)':", rendered)) - set(vllm_serve.VARIABLE_SETTINGS.values())
+    assert computed == {"declared_models", "placed_models", "model_info", "venv_path", "launcher_path",
+                        "tcmalloc_path", "api_key_configured", "api_key_file"}
+    assert set(vllm_serve.VARIABLE_SETTINGS.values()) | computed <= set(vllm_serve.DEFAULT_SETTINGS)
+
+
+def test_variable_settings_takes_only_the_variables_given():
+    settings = vllm_serve.variable_settings({"vllm_serve_port": 8001, "vllm_serve_venv_path": "/x",
+                                              "vllm_serve_allow_unauthenticated_remote": True}, venv_path="/y")
+    assert settings == {"port": 8001, "allow_unauthenticated": True, "venv_path": "/y"}
