@@ -638,7 +638,8 @@ def apply_tuned(facts, tuned_files, instances, settings, release):
     dimension, value = _tuned_change(tuned, source)
     result.update(file=source, stale=stale_reasons(tuned, hardware, release, served[0]["revision"]))
     if dimension is None:
-        result["message"] = "%s: the rules' profile stays (%s)" % (source, tuned.get("reason") or "no winner")
+        result["message"] = "%s: the rules' profile stays (%s)%s" % (
+            source, tuned.get("reason") or "no winner", _stale_note(result["stale"]))
         return result
     new_settings, new_instances = dict(settings), [dict(item) for item in instances]
     if dimension in TUNED_SETTINGS:
@@ -675,10 +676,13 @@ def apply_tuned(facts, tuned_files, instances, settings, release):
                             "vllm_serve_autotune_apply: false" % (source, error))
     parts = ["%s=%s" % item for item in sorted(result["applied"].items())]
     parts += ["kept %s (%s)" % item for item in sorted(result["kept"].items())]
-    result["message"] = "%s: %s" % (source, "; ".join(parts))
-    if result["stale"]:
-        result["message"] += "; STALE (%s): run autotune.yml again" % "; ".join(result["stale"])
+    result["message"] = "%s: %s%s" % (source, "; ".join(parts), _stale_note(result["stale"]))
     return result
+
+
+def _stale_note(reasons):
+    """The end of vllm_serve's autotune line when the file was measured on another release, revision or host."""
+    return "; STALE (%s): run autotune.yml again" % "; ".join(reasons) if reasons else ""
 
 
 def report(design_result, decision):

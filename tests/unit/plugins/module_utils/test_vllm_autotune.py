@@ -534,6 +534,10 @@ def test_the_rules_profile_staying_is_said(graviton3):
     tuned = autotune.tuned_file(decision, hardware, "org/llama-8b", {"release": "r1", "model_revision": "org/llama-8b"})
     result = autotune.apply_tuned(graviton3, {hardware + "/org--llama-8b.yml": tuned}, EIGHT_B_MAIN, SERVE_SETTINGS, "r1")
     assert result["applied"] == {} and "the rules' profile stays" in result["message"]
+    assert "STALE" not in result["message"]
+    # Measured on another release, the profile's staying is as stale as a winner would be.
+    stale = autotune.apply_tuned(graviton3, {hardware + "/org--llama-8b.yml": tuned}, EIGHT_B_MAIN, SERVE_SETTINGS, "r2")
+    assert stale["message"].endswith("; STALE (vLLM release was r1, is now r2): run autotune.yml again"), stale["message"]
 
 
 @pytest.mark.parametrize("edit,message", [
