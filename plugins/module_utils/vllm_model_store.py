@@ -702,6 +702,34 @@ def _check_state(path, state):
         check_revision(revision, None, "%s ref %s" % (path, shown(ref)), advice)
 
 
+def sync_directory(path):
+    """fsync a directory, so the names created, renamed or removed in it survive a power loss."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def sync_tree(root):
+    """fsync every file under root (links are not followed), then every directory from the deepest up: a revision's
+    bytes are on disk before the state says it is placed, so a crash never leaves a recorded revision with holes."""
+    directories = []
+    for top, dirs, files in os.walk(root):
+        directories.append(top)
+        for name in files:
+            path = os.path.join(top, name)
+            if os.path.islink(path):
+                continue
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+    for path in reversed(directories):
+        sync_directory(path)
+
+
 def write_state(model_dir, state):
     temporary = os.path.join(model_dir, ".state.json.%d" % os.getpid())
     with open(temporary, "w", encoding="utf-8") as handle:
@@ -711,6 +739,7 @@ def write_state(model_dir, state):
         os.fsync(handle.fileno())
     os.chmod(temporary, 0o640)
     os.replace(temporary, os.path.join(model_dir, STATE_FILE))
+    sync_directory(model_dir)
 
 
 def current_revision(model_dir):
@@ -804,6 +833,7 @@ def switch_current(model_dir, revision):
         os.unlink(temporary)
     os.symlink(revision, temporary)
     os.replace(temporary, os.path.join(model_dir, CURRENT))
+    sync_directory(model_dir)
 
 
 def revisions_to_prune(state, keep, protected):

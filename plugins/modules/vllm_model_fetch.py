@@ -489,6 +489,9 @@ class Store:
             store_rules.remove_entry(self.dir, revision)
         if staged:
             self._own_tree(staged)
+            # Durable before it is recorded: the bytes and names of the revision, then its name in the store
+            # (write_state syncs the model's directory after the state file).
+            store_rules.sync_tree(staged)
             os.rename(staged, target)
             store_rules.record_stats(target, record["files"])  # what a re-run compares (renaming keeps both)
         else:
