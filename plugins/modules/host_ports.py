@@ -14,8 +14,8 @@ description:
   - Reads the lowest port an unprivileged process may bind (C(net.ipv4.ip_unprivileged_port_start)), every
     listening TCP socket (C(/proc/net/tcp), C(/proc/net/tcp6)) with the process and systemd service that hold it,
     and whether each given address can be bound on the host (a bind to port 0, closed at once).
-  - Also reads how many open files the service manager (PID 1) can give a service's C(LimitNOFILE=): PID 1's hard
-    limit (C(/proc/1/limits)), or C(fs.nr_open) when PID 1 has C(CAP_SYS_RESOURCE). systemd lowers a larger
+  - Also reads how many open files the service manager (PID 1) can give a service's C(LimitNOFILE=), which is PID 1's
+    hard limit (C(/proc/1/limits)), or C(fs.nr_open) when PID 1 has C(CAP_SYS_RESOURCE). systemd lowers a larger
     C(LimitNOFILE=) to that without an error, so a service that needs more fails only when it starts.
   - The preflight (action C(input_check)) runs it for vllm_serve and vllm_gateway, whose rules then refuse a port or
     address the service could not listen on, and a gateway that needs more descriptors than the host can give.

@@ -134,7 +134,6 @@ def test_the_rendered_configuration_passes_haproxy_check(tmp_path, inventory):
     assert "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr
 
 
-
 def _start_with_open_files(path, limit, port):
     """HAProxy on the rendered configuration with `limit` open files (soft and hard), as systemd gives a service
     whose LimitNOFILE= is above what PID 1 may grant: (exit status or None while serving, stderr)."""
