@@ -6,8 +6,8 @@
 For each role named: the OS and architecture, each variable against the role's argument spec
 (types, choices, elements; one line per problem instead of Ansible's spec dump), then the role's
 rules in module_utils/input_rules.py with the host's facts. Reads the host (host_facts, the free
-disk under the build root when vllm_build is checked, the listening sockets and bindable addresses
-when vllm_serve or vllm_gateway is (host_ports), whether vllm_serve generated a key earlier (only for a
+disk under the build root when vllm_build is checked, the listening sockets, bindable addresses and the
+open files a service can get when vllm_serve or vllm_gateway is (host_ports), whether vllm_serve generated a key earlier (only for a
 non-loopback bind that nothing else would authenticate), and whether its package manager can install
 the OS packages of build_deps, tcmalloc, python_venv and an enabled vllm_gateway); the one thing it
 may write is apt's package lists, refreshed when the roles would refresh them before installing
@@ -176,14 +176,14 @@ class ActionModule(ActionBase):
         return {"requests": requests, "answer": answer, "lists": lists}
 
     def _ports(self, variables, task_vars):
-        """The host's lowest unprivileged port, its listeners and whether the addresses the roles would
-        bind are its own (module host_ports)."""
+        """The host's lowest unprivileged port, its listeners, whether the addresses the roles would
+        bind are its own, and the most open files a service can get there (module host_ports)."""
         answer = self._module("arm_inference.vllm.host_ports",
                               {"addresses": input_rules.bind_addresses(variables)}, task_vars)
         if answer.get("failed"):
             raise AnsibleActionFail("host_ports: could not read the host's listening sockets: %s"
                                     % " ".join(str(answer.get("msg", "")).split()))
-        return {key: answer.get(key) for key in ("unprivileged_port_start", "listening", "addresses")}
+        return {key: answer.get(key) for key in ("unprivileged_port_start", "listening", "addresses", "service_open_files")}
 
     def _serve_api_key(self, variables, task_vars):
         """What vllm_serve's key plan reads besides the variables, as its plan.yml reads it: whether the gateway is on

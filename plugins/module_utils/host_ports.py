@@ -4,8 +4,9 @@
 """What a host can say, before anything changes, about the TCP listeners the roles would open.
 
 The host_ports module reads the host (its lowest unprivileged port, its listening sockets with the
-process and systemd unit that hold each, whether each address the roles would bind is the host's);
-input_rules asks bind_problems() whether a service could listen on an address and port there.
+process and systemd unit that hold each, whether each address the roles would bind is the host's, and
+how many descriptors its service manager can give a service); input_rules asks bind_problems() whether
+a service could listen on an address and port there.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
 # Linux's default when /proc/sys/net/ipv4/ip_unprivileged_port_start is missing (kernels before 4.11).
 DEFAULT_UNPRIVILEGED_PORT_START = 1024
 SERVICE_IN_CGROUP = re.compile(r"/([^/]+\.service)(?:/|$)")
+# Linux's fs.nr_open when /proc/sys/fs/nr_open cannot be read: the most descriptors a process may be given.
+DEFAULT_NR_OPEN = 1048576
+CAP_SYS_RESOURCE = 24  # its bit in /proc/<pid>/status's CapEff
 
 
 def _address(hex_text):
@@ -93,3 +97,43 @@ def bind_problems(address, port, ports, ours, needs_unprivileged=True, service="
                              "stop that process or pick a free port"))
             break
     return problems
+
+
+def hard_open_files(limits_text):
+    """The hard "Max open files" limit in /proc/<pid>/limits (None when absent; "unlimited" as None too,
+    which Linux never shows for open files)."""
+    for line in limits_text.splitlines():
+        if line.startswith("Max open files"):
+            fields = line[len("Max open files"):].split()
+            return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+    return None
+
+
+def has_capability(status_text, bit):
+    """Whether /proc/<pid>/status's CapEff holds capability `bit`."""
+    for line in status_text.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                return bool(int(line.split(":", 1)[1].strip(), 16) >> bit & 1)
+            except ValueError:
+                return False
+    return False
+
+
+def service_open_files(pid1_limits, pid1_status, nr_open_text=""):
+    """The most open files systemd (PID 1) can give a service's LimitNOFILE=, or None when it cannot be read.
+
+    systemd sets a unit's limits in the process it forks for the service (as PID 1, with PID 1's limits and
+    capabilities) and, when the kernel refuses one, sets the closest it may instead (setrlimit_closest: the
+    hard limit PID 1 has) without failing the unit or logging it; the service then finds fewer than it
+    asked for. A process may raise its hard limit only with CAP_SYS_RESOURCE, and then up to fs.nr_open.
+    Where systemd boots the machine PID 1 has CAP_SYS_RESOURCE, so the figure is fs.nr_open; in a container
+    without CAP_SYS_RESOURCE it is the hard limit the container was started with (--ulimit nofile).
+    """
+    hard = hard_open_files(pid1_limits)
+    if hard is None:
+        return None
+    if has_capability(pid1_status, CAP_SYS_RESOURCE):
+        nr_open = nr_open_text.strip()
+        return max(hard, int(nr_open) if nr_open.isdigit() else DEFAULT_NR_OPEN)
+    return hard

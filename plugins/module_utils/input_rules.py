@@ -875,6 +875,10 @@ GATEWAY_SETTINGS = ("enabled", "address", "port", "api_keys", "tls_certificate",
                     "peers_port", "file_sd_path", "metrics_target_host", "tls_min_version")
 
 
+# The fewest connection slots vllm_gateway_max_connections may give the TLS listener.
+GATEWAY_MIN_CONNECTIONS = 16
+
+
 def gateway_settings(variables):
     """vllm_gateway's role variables without their prefix, as module_utils/vllm_gateway.py takes them."""
     return {name: variables.get("vllm_gateway_" + name) for name in GATEWAY_SETTINGS}
@@ -900,7 +904,19 @@ def vllm_gateway_settings(variables, host):
     errors += _at_least(variables, "vllm_gateway_metrics_max_connections", 4)
     errors += _at_least(variables, "vllm_gateway_concurrency_per_key", 0)
     errors += _at_least(variables, "vllm_gateway_failed_keys_per_minute", 1)
-    return errors + _at_least(variables, "vllm_gateway_max_connections", 16)
+    return errors + _at_least(variables, "vllm_gateway_max_connections", GATEWAY_MIN_CONNECTIONS)
+
+
+def vllm_gateway_descriptors(variables, host):
+    """HAProxy's descriptor need (vllm_gateway.descriptor_need, what its unit's LimitNOFILE= says) against what the
+    host's service manager can give a service (the host_ports module's service_open_files): systemd lowers a larger
+    LimitNOFILE= without an error and HAProxy then refuses to start, so a serving gateway would go down."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_gateway
+
+    if not (variables.get("vllm_gateway_enabled") and host.get("ports")):
+        return []
+    return [_from_message(message, variable) for variable, message in vllm_gateway.descriptor_problems(
+        gateway_settings(variables), host["ports"].get("service_open_files"), GATEWAY_MIN_CONNECTIONS)]
 
 
 # "vllm_serve_instances[0].model (or vllm_serve_model)", "vllm_serve_instances[1].environment.HF_HOME".
@@ -1031,6 +1047,11 @@ RULES = {
          "when enabled: the host can give HAProxy its address and ports before anything changes: not held by a "
          "process other than the gateway's HAProxy or vllm_serve's instances, an address of the host (HAProxy binds "
          "as root: low ports are fine)"),
+        (vllm_gateway_descriptors, "vllm_gateway_enabled, vllm_gateway_max_connections, "
+         "vllm_gateway_metrics_max_connections",
+         "when enabled: the host's service manager can give HAProxy the open files both listeners' slots need (its "
+         "unit's LimitNOFILE=, 2 per connection and 1024 more): at most PID 1's hard limit, or fs.nr_open where PID 1 "
+         "has CAP_SYS_RESOURCE (a container started with --ulimit nofile=4096:4096 gives 4096)"),
         (vllm_gateway_packages, "vllm_gateway_enabled, vllm_gateway_apt_cache_valid_time",
          "when enabled: " + PACKAGES_DEMAND),
     ],

@@ -249,6 +249,47 @@ def limit_problems(settings):
     return found
 
 
+def descriptor_need(max_connections, metrics_max_connections):
+    """LimitNOFILE= of HAProxy's unit (hardening.conf.j2): each proxied connection holds two descriptors
+    (client and server), plus listeners, checks and logs. HAProxy refuses to start when it cannot raise its
+    own limit to what its maxconn needs ("Cannot raise FD limit to ..."): 8360 for the default 4160 slots."""
+    return 2 * (int(max_connections) + int(metrics_max_connections)) + 1024
+
+
+def _most(fits, upto):
+    """The largest n in 0..upto with fits(n) (fits holds up to some n and not beyond), or -1."""
+    low, high = -1, upto
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return low
+
+
+def descriptor_problems(settings, host_open_files, minimum=16):
+    """HAProxy's descriptor need against the most open files the host's service manager can give a service
+    (host_ports.service_open_files; None: unknown, nothing to say). systemd lowers a larger LimitNOFILE= to
+    that figure without an error, and HAProxy then refuses to start. minimum: vllm_gateway_max_connections'
+    floor (input_rules)."""
+    slots, metrics = _integer(settings.get("max_connections")), _integer(settings.get("metrics_max_connections"))
+    if host_open_files is None or slots is None or metrics is None or slots < minimum:
+        return []  # unknown, or input_rules' floors say what is wrong
+    need = descriptor_need(slots, metrics)
+    if need <= host_open_files:
+        return []
+    fitting = _most(lambda value: descriptor_need(value, metrics) <= host_open_files, slots)
+    # vllm_gateway_max_connections unless lowering it to its floor would not do.
+    variable, value, other, other_value = (("vllm_gateway_max_connections", slots, "metrics_max_connections", metrics)
+                                           if fitting >= minimum else
+                                           ("vllm_gateway_metrics_max_connections", metrics, "max_connections", slots))
+    problem = ("needs %d open files for HAProxy (LimitNOFILE, with vllm_gateway_%s %d) but this host's service "
+               "manager can give a service at most %d, so HAProxy would not start"
+               % (need, other, other_value, host_open_files))
+    lower = ("lower vllm_gateway_max_connections to %d or less" % fitting if fitting >= minimum else
+             "lower vllm_gateway_metrics_max_connections and vllm_gateway_max_connections")
+    return [_problem(variable, problem, value, "%s, or raise the host's open-files limit (a container's --ulimit "
+                     "nofile=%d:%d)" % (lower, need, need))]
+
+
 def problems(settings, units, controller_exists=None):
     """Every problem with the gateway's variables, as (variable, one-line message) pairs."""
     if not settings.get("enabled"):
@@ -319,8 +360,7 @@ def gateway_config(endpoints, settings):
         "health_route": HEALTH_ROUTE,
         "tls_min_version": "TLSv1.3" if str(settings.get("tls_min_version")) == "1.3" else "TLSv1.2",
         "route_map": route_map(settings.get("routes"), settings.get("extra_routes")),
-        # Each proxied connection holds two descriptors (client and server), plus listeners, checks and logs.
-        "limit_nofile": 2 * (int(settings["max_connections"]) + int(settings["metrics_max_connections"])) + 1024,
+        "limit_nofile": descriptor_need(settings["max_connections"], settings["metrics_max_connections"]),
     }
 
 

@@ -14,8 +14,11 @@ description:
   - Reads the lowest port an unprivileged process may bind (C(net.ipv4.ip_unprivileged_port_start)), every
     listening TCP socket (C(/proc/net/tcp), C(/proc/net/tcp6)) with the process and systemd service that hold it,
     and whether each given address can be bound on the host (a bind to port 0, closed at once).
+  - Also reads how many open files the service manager (PID 1) can give a service's C(LimitNOFILE=), which is PID 1's
+    hard limit (C(/proc/1/limits)), or C(fs.nr_open) when PID 1 has C(CAP_SYS_RESOURCE). systemd lowers a larger
+    C(LimitNOFILE=) to that without an error, so a service that needs more fails only when it starts.
   - The preflight (action C(input_check)) runs it for vllm_serve and vllm_gateway, whose rules then refuse a port or
-    address the service could not listen on.
+    address the service could not listen on, and a gateway that needs more descriptors than the host can give.
 options:
   addresses:
     description: IP addresses to try binding; anything that is not an IP address is left out.
@@ -52,6 +55,13 @@ addresses:
   returned: always
   type: dict
   sample: {10.9.9.9: Cannot assign requested address}
+service_open_files:
+  description:
+    - The most open files a systemd service can get on this host (its C(LimitNOFILE=) is lowered to this),
+      or null when C(/proc/1/limits) cannot be read.
+  returned: always
+  type: int
+  sample: 1048576
 """
 
 import ipaddress
@@ -63,6 +73,7 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.host_ports impo
     DEFAULT_UNPRIVILEGED_PORT_START,
     parse_proc_net_tcp,
     service_of,
+    service_open_files,
 )
 
 
@@ -123,7 +134,9 @@ def main():
         if problem:
             addresses[address] = problem
     module.exit_json(changed=False, listening=listening, addresses=addresses,
-                     unprivileged_port_start=int(start) if start.isdigit() else DEFAULT_UNPRIVILEGED_PORT_START)
+                     unprivileged_port_start=int(start) if start.isdigit() else DEFAULT_UNPRIVILEGED_PORT_START,
+                     service_open_files=service_open_files(_read("/proc/1/limits"), _read("/proc/1/status"),
+                                                           _read("/proc/sys/fs/nr_open")))
 
 
 if __name__ == "__main__":

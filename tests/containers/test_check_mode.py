@@ -11,9 +11,11 @@ ROLE_VARS = {
     "build_deps": {"build_deps_compiler_floor_policy": "warn"},
     "tcmalloc": {},
     "python_venv": {"python_venv_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt"},
-    # The gateway alone on a host vllm_serve has not reached: its rules see the instance it would front.
+    # The gateway alone on a host vllm_serve has not reached: its rules see the instance it would front. The
+    # container gives a service 4096 open files (nofile), too few for the default 4096 connection slots.
     "vllm_gateway": {"vllm_serve_model": "/srv/models/m", "vllm_serve_instances": [{"name": "main", "model_weights_gib": 1}],
-                     "vllm_gateway_api_keys": [{"name": "ops", "key": "941eeb2bdf0cb3dc6c976db09ca92cc3"}]},
+                     "vllm_gateway_api_keys": [{"name": "ops", "key": "941eeb2bdf0cb3dc6c976db09ca92cc3"}],
+                     "vllm_gateway_max_connections": 1024},
 }
 
 

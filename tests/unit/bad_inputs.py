@@ -24,12 +24,17 @@ VALID = {
     "vllm_serve_model": "tiny",
     "build_deps_compiler_floor_policy": "warn",
     "vllm_gateway_api_keys": [{"name": "ops", "key": "2ba29005de82f11a6fb80e4398ee5b83"}],
+    # The matrix's container gives a service at most OPEN_FILES descriptors: HAProxy's need at the default 4096
+    # slots (9344) would not fit.
+    "vllm_gateway_max_connections": 1024,
 }
 FOREIGN_WHEEL = str(Path(__file__).resolve().parent / "samples" / "wheel-cache" / "aarch64-dotprod-fp16-bf16-i8mm"
                     / "vllm-0.32.1+cpu-cp311-cp311-linux_aarch64.whl")
 GATEWAY_KEY = VALID["vllm_gateway_api_keys"][0]
-# On the matrix's host: a port a process that is none of ours listens on, and an address that is not the host's.
+# On the matrix's host: a port a process that is none of ours listens on, an address that is not the host's, and
+# the most open files its PID 1 (no CAP_SYS_RESOURCE) can give a service: the harness's --ulimit nofile=4096:4096.
 TAKEN_PORT = 9999
+OPEN_FILES = 4096
 FOREIGN_ADDRESS = "10.9.9.9"
 HUB_MODEL = {"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40}
 S3_MODEL = {"name": "tiny", "source": "s3://models/org/tiny", "sha256sums": "SHA256SUMS"}
@@ -275,6 +280,8 @@ CASES = [
     ({"vllm_gateway_max_request_mib": 0}, "vllm_gateway_max_request_mib"),
     ({"vllm_gateway_timeout": 0}, "vllm_gateway_timeout"),
     ({"vllm_gateway_max_connections": 1}, "vllm_gateway_max_connections"),
+    # The role's default, on a host whose service manager gives a service 4096 open files (OPEN_FILES).
+    ({"vllm_gateway_max_connections": 4096}, "vllm_gateway_max_connections"),
     ({"vllm_gateway_client_timeout": 0}, "vllm_gateway_client_timeout"),
     ({"vllm_gateway_client_timeout": 3600}, "vllm_gateway_client_timeout"),
     ({"vllm_gateway_header_timeout": "ten"}, "vllm_gateway_header_timeout"),

@@ -112,14 +112,15 @@ def debian12_altra():
 
 def bad_inputs_ports():
     """The host_ports module's answer on the preflight matrix's fresh container, where a process of no
-    unit holds port bad_inputs.TAKEN_PORT (test_preflight_matrix.py starts it) and 10.9.9.9 is not an
-    address of the host."""
+    unit holds port bad_inputs.TAKEN_PORT (test_preflight_matrix.py starts it), 10.9.9.9 is not an
+    address of the host and PID 1 has the harness's hard nofile limit (bad_inputs.OPEN_FILES)."""
     import bad_inputs
 
     return {"unprivileged_port_start": 1024,
             "listening": [{"address": "0.0.0.0", "port": bad_inputs.TAKEN_PORT, "uid": 0, "pid": 4242,
                            "process": "python3", "unit": ""}],
-            "addresses": {bad_inputs.FOREIGN_ADDRESS: "Cannot assign requested address"}}
+            "addresses": {bad_inputs.FOREIGN_ADDRESS: "Cannot assign requested address"},
+            "service_open_files": bad_inputs.OPEN_FILES}
 
 
 def problems(inventory, host, roles=SITE_ROLES):

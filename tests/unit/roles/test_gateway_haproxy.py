@@ -31,7 +31,7 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_gateway
+from ansible_collections.arm_inference.vllm.plugins.module_utils import host_ports, vllm_gateway
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "roles" / "vllm_gateway" / "templates" / "haproxy.cfg.j2"
@@ -132,6 +132,44 @@ def test_the_rendered_configuration_passes_haproxy_check(tmp_path, inventory):
     assert check.returncode == 0, check.stdout + check.stderr
     # HAProxy warns about what it would silently change or ignore; the role's configuration has nothing of that.
     assert "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr
+
+
+def _start_with_open_files(path, limit, port):
+    """HAProxy on the rendered configuration with `limit` open files (soft and hard), as systemd gives a service
+    whose LimitNOFILE= is above what PID 1 may grant: (exit status or None while serving, stderr)."""
+    import resource
+
+    process = subprocess.Popen(["haproxy", "-W", "-db", "-f", str(path)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
+    deadline = time.time() + 10
+    try:
+        while process.poll() is None and time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return None, ""
+            except OSError:
+                time.sleep(0.1)
+        return process.wait(timeout=5), process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+@pytest.mark.skipif(host_ports.has_capability(Path("/proc/self/status").read_text(), host_ports.CAP_SYS_RESOURCE),
+                    reason="with CAP_SYS_RESOURCE HAProxy raises its own hard limit")
+def test_haproxy_starts_with_the_open_files_the_rule_asks_for_and_not_with_a_containers_4096(tmp_path):
+    """The role's defaults (4096 + 64 slots): with the LimitNOFILE= the role renders HAProxy serves; with a 4096
+    container's limit (what systemd lowers it to there) it exits, as the preflight rule says it would."""
+    settings = _settings(**INVENTORIES["defaults"])
+    path = render(tmp_path, settings, [{"name": "main", "base_url": "http://127.0.0.1:8000", "model": "m"}])
+    need = vllm_gateway.gateway_config([], settings)["limit_nofile"]
+    assert vllm_gateway.descriptor_problems(settings, need) == []
+    assert vllm_gateway.descriptor_problems(settings, 4096)
+    assert _start_with_open_files(path, need, settings["port"]) == (None, "")
+    status, stderr = _start_with_open_files(path, 4096, settings["port"])
+    assert status == 1 and "Cannot raise FD limit" in stderr and "limit is 4096" in stderr, (status, stderr)
 
 
 class Gateway:

@@ -85,3 +85,36 @@ def test_a_port_held_by_another_process_is_refused_and_our_own_is_not():
 def test_an_address_that_is_not_the_hosts_is_refused():
     [(what, problem, dummy)] = host_ports.bind_problems("10.9.9.9", 8000, PORTS, lambda unit: False)
     assert what == "address" and problem == "cannot be bound on this host: Cannot assign requested address"
+
+
+# /proc/1/limits and /proc/1/status (CapEff) of systemd as PID 1 in the harness's privileged Debian 12 container,
+# started with --ulimit nofile=4096:4096 by a podman that lacks CAP_SYS_RESOURCE (bit 24 clear).
+PID1_LIMITS = """\
+Limit                     Soft Limit           Hard Limit           Units
+Max cpu time              unlimited            unlimited            seconds
+Max open files            4096                 4096                 files
+Max locked memory         8388608              8388608              bytes
+"""
+CONTAINER_STATUS = "Name:\tsystemd\nCapInh:\t0000000000000000\nCapEff:\t000001fffeffffff\nCapBnd:\t000001fffeffffff\n"
+BOOTED_STATUS = "Name:\tsystemd\nCapEff:\t000001ffffffffff\n"
+
+
+def test_a_service_gets_at_most_pid1s_hard_limit_without_cap_sys_resource():
+    assert host_ports.hard_open_files(PID1_LIMITS) == 4096
+    assert not host_ports.has_capability(CONTAINER_STATUS, host_ports.CAP_SYS_RESOURCE)
+    assert host_ports.service_open_files(PID1_LIMITS, CONTAINER_STATUS, "1048576\n") == 4096
+
+
+def test_with_cap_sys_resource_a_service_gets_up_to_fs_nr_open():
+    assert host_ports.has_capability(BOOTED_STATUS, host_ports.CAP_SYS_RESOURCE)
+    assert host_ports.service_open_files(PID1_LIMITS, BOOTED_STATUS, "2097152\n") == 2097152
+    # fs.nr_open unreadable: Linux's default.
+    assert host_ports.service_open_files(PID1_LIMITS, BOOTED_STATUS, "") == host_ports.DEFAULT_NR_OPEN
+    # A hard limit above fs.nr_open (raised before fs.nr_open was lowered) is what PID 1 can still give.
+    assert host_ports.service_open_files(PID1_LIMITS.replace("4096 ", "4194304 "), BOOTED_STATUS, "1048576") == 4194304
+
+
+def test_unreadable_limits_are_unknown_not_zero():
+    assert host_ports.service_open_files("", CONTAINER_STATUS, "1048576") is None
+    assert host_ports.service_open_files(PID1_LIMITS, "", "") == 4096
+    assert not host_ports.has_capability("CapEff:\tzz\n", host_ports.CAP_SYS_RESOURCE)

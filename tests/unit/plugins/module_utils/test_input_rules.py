@@ -240,3 +240,13 @@ def test_bad_autotune_input_is_refused_in_one_line_naming_the_variable(debian12_
     for line in lines:
         assert "\n" not in line and GOT_FORM.match(line[len(line.split(":")[0]):]), line
     assert problems(dict(VALID, **AUTOTUNE_VALID), debian12_altra, roles=["vllm_serve", "vllm_autotune"]) == []
+
+
+def test_the_gateways_open_files_are_checked_only_where_the_host_says_how_many_it_gives(debian12_altra):
+    """The default 4096 slots on the matrix's host (4096 open files) are refused; a host that does not say
+    (service_open_files None: /proc/1/limits unreadable) or a gateway that is off is not."""
+    inventory = dict(VALID, vllm_gateway_max_connections=4096)
+    assert [line for line in problems(inventory, debian12_altra) if "open files" in line]
+    unknown = dict(debian12_altra, ports=dict(debian12_altra["ports"], service_open_files=None))
+    assert problems(inventory, unknown) == []
+    assert problems(dict(inventory, vllm_gateway_enabled=False), debian12_altra) == []

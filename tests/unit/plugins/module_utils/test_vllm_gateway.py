@@ -217,3 +217,46 @@ def test_extra_routes_are_forwarded_by_name_with_post_and_never_a_control_route(
     assert _messages({"extra_routes": "/v1/rerank"})[0].startswith("vllm_gateway_extra_routes: must be a list")
     assert vllm_gateway.route_map(["/v1/models", "/v1/chat/completions"], ["/v1/rerank", "/v1/models"]) == (
         "/v1/models GET\n/v1/chat/completions POST\n/v1/rerank POST\n")
+
+
+# What the host_ports module read in a container started with --ulimit nofile=4096:4096 (the harness's, the
+# molecule scenarios'): systemd lowers HAProxy's LimitNOFILE= to this without an error, and HAProxy exits.
+CONTAINER_OPEN_FILES = 4096
+
+
+def _descriptor_messages(host_open_files, **settings):
+    return [message for dummy, message in vllm_gateway.descriptor_problems(dict(SETTINGS, **settings), host_open_files)]
+
+
+def test_the_default_slots_need_more_open_files_than_a_4096_container_gives():
+    assert _descriptor_messages(CONTAINER_OPEN_FILES) == [
+        "vllm_gateway_max_connections: needs 9344 open files for HAProxy (LimitNOFILE, with "
+        "vllm_gateway_metrics_max_connections 64) but this host's service manager can give a service at most 4096, "
+        "so HAProxy would not start (got 4096); lower vllm_gateway_max_connections to 1472 or less, or raise the "
+        "host's open-files limit (a container's --ulimit nofile=9344:9344)"]
+    # A host that boots systemd gives a service fs.nr_open (PID 1 has CAP_SYS_RESOURCE); unknown: nothing to say.
+    assert _descriptor_messages(1048576) == [] and _descriptor_messages(None) == []
+
+
+def test_the_rule_compares_what_the_unit_file_asks_for():
+    """The need is the LimitNOFILE= the role renders (gateway_config's limit_nofile): a host that gives exactly that
+    passes, one descriptor less does not; the suggested slots fit and one more does not."""
+    for slots, metrics in ((4096, 64), (1024, 64), (100, 4)):
+        rendered = vllm_gateway.gateway_config([], dict(SETTINGS, max_connections=slots,
+                                                        metrics_max_connections=metrics))["limit_nofile"]
+        assert _descriptor_messages(rendered, max_connections=slots, metrics_max_connections=metrics) == []
+        assert _descriptor_messages(rendered - 1, max_connections=slots, metrics_max_connections=metrics)
+    assert _descriptor_messages(CONTAINER_OPEN_FILES, max_connections=1472) == []
+    assert _descriptor_messages(CONTAINER_OPEN_FILES, max_connections=1473)
+    # Strings from -e extra vars count as numbers; values that are not numbers are input_rules' floors' to name.
+    assert _descriptor_messages(CONTAINER_OPEN_FILES, max_connections="4096", metrics_max_connections="64")
+    assert _descriptor_messages(CONTAINER_OPEN_FILES, max_connections="many") == []
+    assert _descriptor_messages(CONTAINER_OPEN_FILES, max_connections=8) == []
+
+
+def test_the_metrics_slots_are_named_when_lowering_the_public_ones_would_not_do():
+    [message] = _descriptor_messages(CONTAINER_OPEN_FILES, max_connections=1024, metrics_max_connections=1600)
+    assert message.startswith("vllm_gateway_metrics_max_connections: needs 6272 open files for HAProxy (LimitNOFILE, "
+                              "with vllm_gateway_max_connections 1024) but this host's service manager can give a "
+                              "service at most 4096, so HAProxy would not start (got 1600); lower "
+                              "vllm_gateway_metrics_max_connections and vllm_gateway_max_connections, or raise"), message
