@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
 
 import pytest
+import yaml
 
 import test_site
 from serve_checks import only_in_scenario, places_without_the_key, run_playbook, write_report
@@ -200,6 +202,64 @@ print(json.dumps({"finish": chat.choices[0].finish_reason, "tokens": chat.usage.
 """
 
 
+SILENT_CHAT = r"""
+import json, subprocess, sys, threading, time, httpx, openai
+pause = float(sys.argv[1])
+endpoint = json.load(open("/etc/haproxy/vllm-gateway/endpoints.json"))
+endpoint = endpoint[0] if isinstance(endpoint, list) else endpoint
+key = open(endpoint["api_key_file"]).read().strip()
+client = openai.OpenAI(base_url=endpoint["base_url"] + "/v1", api_key=key, max_retries=0, timeout=pause + 120,
+                       http_client=httpx.Client(verify=endpoint["ca_file"] or False))
+units = ["vllm-serve-main.service", "vllm-serve-second.service"]
+result = {}
+
+def ask():
+    started = time.monotonic()
+    try:
+        chat = client.chat.completions.create(model="tiny-llama", max_tokens=8,
+                                              messages=[{"role": "user", "content": "Take your time"}])
+        result.update(finish=chat.choices[0].finish_reason, tokens=chat.usage.completion_tokens)
+    except Exception as error:
+        result["error"] = repr(error)
+    result["seconds"] = round(time.monotonic() - started, 1)
+
+# Every process of both servers stops before the request leaves, so not one byte of the answer can come
+# before they continue: the client hears nothing for the whole pause.
+subprocess.run(["systemctl", "kill", "--signal=SIGSTOP"] + units, check=True)
+try:
+    asking = threading.Thread(target=ask)
+    asking.start()
+    time.sleep(pause)
+finally:
+    subprocess.run(["systemctl", "kill", "--signal=SIGCONT"] + units, check=True)
+asking.join()
+print(json.dumps(result))
+"""
+
+
+def test_a_generation_silent_longer_than_the_client_timeout_completes_through_the_gateway(host):
+    """HAProxy's client timeout is short (it bounds the TLS handshake and idle clients); a generation that
+    says nothing for longer must still complete, held by the server timeout. Real vLLM is made silent by
+    stopping its processes (the tiny model answers far faster than any timeout) for longer than the client
+    timeout the role wrote, with the request in flight through the gateway."""
+    config = host.file("/etc/haproxy/haproxy.cfg").content_string
+    client_timeout = int(re.search(r"^\s*timeout client (\d+)s$", config, re.M).group(1))
+    pause = client_timeout + 5
+    output = host.check_output("%s - %d <<'EOF'\n%sEOF" % (PYTHON, pause, SILENT_CHAT))
+    result = json.loads(output.strip().splitlines()[-1])
+    assert "error" not in result, result
+    assert result["finish"] in ("stop", "length") and result["tokens"] >= 1, result
+    assert result["seconds"] > client_timeout, result
+    # The servers are back in the gateway (its health checks marked them down while they were stopped).
+    for attempt in range(15):
+        answer = host.run("%s - <<'EOF'\n%sEOF" % (PYTHON, GATEWAY_CHAT))
+        if answer.rc == 0:
+            break
+        time.sleep(2)
+    assert answer.rc == 0, answer.stderr[-2000:]
+    write_report("engine-silent-generation", dict(result, client_timeout_s=client_timeout, pause_s=pause))
+
+
 def test_a_change_that_fails_at_start_is_rolled_back_and_the_gateway_serves_again(host):
     """serve.yml with an argument vLLM rejects: the health wait stops at the first exit with argparse's line,
     what served before is put back (units, environment) and serves again, and a chat through the gateway
@@ -230,3 +290,61 @@ def test_ansible_reached_the_host_as_a_sudo_user_with_a_password_and_a_terminal(
     with_terminal = host.run("runuser -u admin -- script -qec 'sudo -n true' /dev/null")
     assert with_terminal.rc != 0 and "password is required" in with_terminal.stdout, with_terminal.stdout
     assert host.package("acl").is_installed
+
+
+# The shortest run autotune.yml accepts: the rules' profile and one candidate, 3 runs each of 8 requests
+# (16 prompt + 8 output tokens, 4 in flight); `make autotune-demo` is the longer run outside CI.
+AUTOTUNE_MINIMAL = {"vllm_autotune_repeats": 3, "vllm_autotune_max_candidates": 2,
+                    "vllm_autotune_include_vllm_defaults": False, "vllm_autotune_start_seconds": 60,
+                    "vllm_autotune_run_seconds": 30, "vllm_autotune_budget_minutes": 15, "vllm_autotune_input_len": 16,
+                    "vllm_autotune_output_len": 8, "vllm_autotune_num_prompts": 8, "vllm_autotune_max_concurrency": 4}
+
+
+def test_autotune_measures_writes_and_the_next_serve_applies_it_and_says_when_it_is_stale(host, tmp_path):
+    """autotune.yml end to end on real vLLM with `vllm bench serve`: two candidates measured 3 times each, a decision,
+    the tuned file and the report on the controller; serve.yml then reads the file back, applies a winner (or says
+    the rules' profile stays) and, once the file says it was measured on another release, says it is stale."""
+    output_dir = str(tmp_path / "autotune")
+    started = time.monotonic()
+    returncode, output = run_playbook("arm_inference.vllm.autotune",
+                                      json.dumps(dict(AUTOTUNE_MINIMAL, vllm_autotune_output_dir=output_dir)))
+    autotune_seconds = round(time.monotonic() - started, 1)
+    assert returncode == 0, output[-4000:]
+    (tuned_path,) = (tmp_path / "autotune").glob("*/tiny-llama.yml")
+    hardware_class = tuned_path.parent.name
+    tuned = yaml.safe_load(tuned_path.read_text())
+    report = json.loads((tuned_path.parent / "report.json").read_text())
+    assert tuned["hardware_class"] == hardware_class and tuned["model"] == "tiny-llama", tuned
+    release = tuned["measured_on"]["release"]
+    assert host.file("/opt/vllm/current").linked_to.endswith("/" + release), release
+    # Both candidates ran 3 times against both instances; every figure came from vLLM's own result files.
+    rows = report["candidates"]
+    assert [row["name"] for row in rows][0] == "profile" and len(rows) == 2, rows
+    assert rows[0]["runs"] == 3 and all(value > 0 for value in rows[0]["values"]), rows[0]
+    assert len(list((tuned_path.parent / "runs").glob("*.json"))) >= 2 * 3, "run files missing"
+    assert (tuned_path.parent / "report.svg").read_text().startswith("<svg")
+    assert host.check_output("systemctl is-active vllm-serve-main vllm-serve-second").split() == ["active", "active"]
+
+    # What the next serve.yml says and deploys, with the file as written, then as if measured on another release.
+    tuned["measured_on"]["release"] = "vllm-0.31.0-measured-before"
+    tuned_path.write_text(yaml.safe_dump(tuned))
+    started = time.monotonic()
+    returncode, output = run_playbook("arm_inference.vllm.serve", json.dumps({"vllm_autotune_output_dir": output_dir}))
+    serve_seconds = round(time.monotonic() - started, 1)
+    assert returncode == 0, output[-4000:]
+    line = "vllm_serve: autotune %s/tiny-llama.yml: " % hardware_class
+    said = output.split(line, 1)[1].split('"', 1)[0]
+    assert said.endswith("STALE (vLLM release was vllm-0.31.0-measured-before, is now %s): run autotune.yml again"
+                         % release), said
+    if tuned["winner"]:
+        (variable, value), = tuned["settings"].items()
+        assert said.startswith("%s=%s" % (variable, value)), said
+        if variable in ("vllm_serve_max_num_seqs", "vllm_serve_max_num_batched_tokens"):
+            flag = "--" + variable[len("vllm_serve_"):].replace("_", "-")
+            assert "%s %s" % (flag, value) in host.file("/etc/systemd/system/" + UNIT).content_string
+    else:
+        assert said.startswith("the rules' profile stays ("), said
+    write_report("engine-autotune", {"autotune_yml_seconds": autotune_seconds, "serve_yml_seconds": serve_seconds,
+                                     "winner": tuned["winner"], "reason": tuned["reason"],
+                                     "candidates": [{key: row.get(key) for key in ("label", "status", "values")}
+                                                    for row in rows]})
