@@ -330,6 +330,6 @@ def test_the_roles_settings_map_renders_every_variable_the_preflight_and_autotun
 
 
 def test_variable_settings_takes_only_the_variables_given():
-    settings = vllm_serve.variable_settings({"vllm_serve_port": 8001, "vllm_serve_venv_path": "/x",
-                                              "vllm_serve_allow_unauthenticated_remote": True}, venv_path="/y")
+    variables = {"vllm_serve_port": 8001, "vllm_serve_venv_path": "/x", "vllm_serve_allow_unauthenticated_remote": True}
+    settings = vllm_serve.variable_settings(variables, venv_path="/y")
     assert settings == {"port": 8001, "allow_unauthenticated": True, "venv_path": "/y"}
