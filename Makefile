@@ -132,14 +132,21 @@ real-build: setup
 # with and without a mirror (build/model-fleet-bytes.json). CI runs the mirror half in `make integration`.
 # Autotune on the local target `make site` provisioned (outside CI): the rules' profile, vLLM's defaults and
 # one more candidate, 3 runs each of 16 requests (64 prompt + 32 output tokens, 4 in flight) with the tiny
-# model; the result lands in inventories/local/autotune/<class>/.
+# model, or with AUTOTUNE_DEMO_MODEL=small its ~85M-parameter sibling (made here, placed and served instead);
+# the result lands in inventories/local/autotune/<class>/.
+AUTOTUNE_DEMO_MODEL ?= tiny
 AUTOTUNE_DEMO_VARS := {"vllm_autotune_repeats": 3, "vllm_autotune_max_candidates": 3, \
 	"vllm_autotune_start_seconds": 60, "vllm_autotune_run_seconds": 60, "vllm_autotune_budget_minutes": 30, \
 	"vllm_autotune_input_len": 64, "vllm_autotune_output_len": 32, "vllm_autotune_num_prompts": 16, \
 	"vllm_autotune_max_concurrency": 4}
+AUTOTUNE_DEMO_MODEL_VARS := {"vllm_model_models": [{"name": "$(AUTOTUNE_DEMO_MODEL)-llama", \
+	"source": "controller:///var/cache/arm-inference/models/$(AUTOTUNE_DEMO_MODEL)-llama"}], \
+	"vllm_serve_model": "$(AUTOTUNE_DEMO_MODEL)-llama", "vllm_serve_served_model_name": "$(AUTOTUNE_DEMO_MODEL)-llama"}
 autotune-demo: setup
+	$(HARNESS) tiny-model --size $(AUTOTUNE_DEMO_MODEL)
 	ansible-playbook -i inventories/local/hosts.yml tests/playbooks/local_target.yml
-	ansible-playbook -i inventories/local/hosts.yml playbooks/autotune.yml -e '$(AUTOTUNE_DEMO_VARS)'
+	ansible-playbook -i inventories/local/hosts.yml playbooks/autotune.yml -e '$(AUTOTUNE_DEMO_VARS)' \
+		$(if $(filter-out tiny,$(AUTOTUNE_DEMO_MODEL)),-e '$(AUTOTUNE_DEMO_MODEL_VARS)')
 
 model-fleet-bytes: setup
 	$(HARNESS) images $(NATIVE_IMAGE)

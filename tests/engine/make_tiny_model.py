@@ -3,7 +3,9 @@
 No model hub is reachable from our test machines, so the x86_64 engine scenario makes its model
 locally: 2 layers, hidden size 256, head size 64 (vLLM's CPU attention rejects 16), a byte-level
 BPE tokenizer trained on a few sentences. The output is nonsense text, which is all a serving test
-needs. Usage: python make_tiny_model.py OUTPUT_DIR
+needs. SIZE small makes the same with 12 layers and hidden size 768 (about 85M parameters, 340 MB in
+float32), for `make autotune-demo AUTOTUNE_DEMO_MODEL=small` outside CI.
+Usage: python make_tiny_model.py OUTPUT_DIR [tiny|small]
 """
 
 import sys
@@ -23,7 +25,12 @@ TEXT = [
 ]
 
 
-def main(output):
+# Layers, hidden size, MLP size and heads (head size 64 in both).
+SIZES = {"tiny": (2, 256, 512, 4), "small": (12, 768, 2048, 12)}
+
+
+def main(output, size="tiny"):
+    layers, hidden, intermediate, heads = SIZES[size]
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -32,8 +39,9 @@ def main(output):
     tokenizer.train_from_iterator(TEXT * 20, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
     fast.chat_template = CHAT_TEMPLATE
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=hidden, intermediate_size=intermediate,
+                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                         max_position_embeddings=512,
                          bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
                          pad_token_id=fast.pad_token_id, torch_dtype="float32")
     LlamaForCausalLM(config).save_pretrained(output, safe_serialization=True)
@@ -42,4 +50,4 @@ def main(output):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -134,11 +134,12 @@ def fill_wheelhouse_arm64(_args):
 
 
 def make_tiny_model(_args):
-    """The tiny random Llama (tests/engine/make_tiny_model.py), made once per script version in a
-    throw-away venv installed offline from the wheelhouse."""
+    """The tiny random Llama (tests/engine/make_tiny_model.py; --size small: its ~85M-parameter sibling,
+    small-llama), made once per script version in a throw-away venv installed offline from the wheelhouse."""
     require_root()
-    target = MODELS / "tiny-llama"
-    stamp = MODELS / ".tiny-llama.sha256"
+    size = getattr(_args, "size", "tiny")
+    target = MODELS / ("%s-llama" % size)
+    stamp = MODELS / (".%s-llama.sha256" % size)
     digest = hashlib.sha256(TINY_MODEL_SCRIPT.read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest and (target / "config.json").exists():
         log("model %s is current" % target)
@@ -151,7 +152,7 @@ def make_tiny_model(_args):
         run([sys.executable, "-m", "venv", str(venv)])
         run([venv / "bin" / "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE] + TINY_MODEL_PACKAGES)
         shutil.rmtree(target, ignore_errors=True)
-        run([venv / "bin" / "python", TINY_MODEL_SCRIPT, target])
+        run([venv / "bin" / "python", TINY_MODEL_SCRIPT, target, size])
     finally:
         shutil.rmtree(venv, ignore_errors=True)
     # The server runs as its own user; transformers writes the weights 0600.
