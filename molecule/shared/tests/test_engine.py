@@ -317,7 +317,8 @@ def test_autotune_measures_writes_and_the_next_serve_applies_it_and_says_when_it
     assert tuned["hardware_class"] == hardware_class and tuned["model"] == "tiny-llama", tuned
     release = tuned["measured_on"]["release"]
     assert host.file("/opt/vllm/current").linked_to.endswith("/" + release), release
-    # Both candidates ran 3 times against both instances; every figure came from vLLM's own result files.
+    # The profile ran 3 times against both instances (the candidate 3 times, or fewer when stopped early); every
+    # figure came from vLLM's own result files.
     rows = report["candidates"]
     assert [row["name"] for row in rows][0] == "profile" and len(rows) == 2, rows
     assert rows[0]["runs"] == 3 and all(value > 0 for value in rows[0]["values"]), rows[0]
