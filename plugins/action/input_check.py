@@ -11,11 +11,14 @@ open files a service can get when vllm_serve or vllm_gateway is (host_ports), wh
 non-loopback bind that nothing else would authenticate), and whether its package manager can install
 the OS packages of build_deps, tcmalloc, python_venv and an enabled vllm_gateway); the one thing it
 may write is apt's package lists, refreshed when the roles would refresh them before installing
-(package_candidates).
+(package_candidates). Last, when vllm_model is checked and every rule holds, it asks the host whether it can place
+each declared model (vllm_model_fetch action reach, read-only: the source must answer and the revision fit), so an
+unreachable hub, bucket or origin stops the run before any host changes.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
@@ -25,7 +28,7 @@ from ansible.plugins.loader import lookup_loader
 from ansible.template import trust_as_template
 from ansible.utils.display import Display
 from ansible_collections.arm_inference.vllm.plugins.filter.platform import platform_support
-from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules, vllm_serve
+from ansible_collections.arm_inference.vllm.plugins.module_utils import input_rules, vllm_model_store, vllm_serve
 
 display = Display()
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
@@ -125,6 +128,12 @@ class ActionModule(ActionBase):
                             "repositories (docs/security.md)" % task_vars.get("inventory_hostname"))
         if errors:
             return self._fail(result, errors)
+        if "vllm_model" in args["roles"] and host["facts"] is not None:
+            # Last, once every rule holds: the sources this host has still to place must answer from it now.
+            reached, errors = self._reach_models(variables, host, task_vars)
+            if errors:
+                return self._fail(result, errors)
+            result["model_sources"] = reached
         result["msg"] = "%s: every rule of %s holds" % (args["context"], ", ".join(args["roles"]))
         return result
 
@@ -185,13 +194,60 @@ class ActionModule(ActionBase):
                                     % " ".join(str(answer.get("msg", "")).split()))
         return {key: answer.get(key) for key in ("unprivileged_port_start", "listening", "addresses", "service_open_files")}
 
+    def _contract(self, role, task_vars):
+        """A role's contract: the fact it published earlier in the run, else its inventory values and defaults."""
+        return task_vars.get("%s_contract" % role) or lookup_loader.get(
+            "arm_inference.vllm.role_contract", loader=self._loader, templar=self._templar).run(
+                [role], variables=task_vars)[0]
+
+    def _reach_models(self, variables, host, task_vars):
+        """Each declared model asked from this host (vllm_model_fetch action reach, read-only): a revision the host holds
+        needs no network; any other must be reachable, exist, be granted to the token and fit the host's memory and
+        disk, before any host changes. A controller source is read here, on the controller. Returns ({name: how it was
+        reached}, errors)."""
+        models = vllm_model_store.normalized_models(variables)
+        entries = dict((entry["name"], entry) for entry in variables.get("vllm_model_models") or [])
+        serve = self._contract("vllm_serve", task_vars)
+        fit = {"facts": host["facts"], "instances": serve["instances"], "serve_model": serve["default_model"],
+               "kv_cache_min_gib": serve["kv_cache_min_gib"], "memory_headroom_gib": serve["memory_headroom_gib"]}
+        common = {"action": "reach", "store": variables["vllm_model_store"], "fit": fit,
+                  "min_free_disk_gib": variables["vllm_model_min_free_disk_gib"]}
+        if variables.get("vllm_model_ca_bundle"):
+            with open(os.path.expanduser(variables["vllm_model_ca_bundle"]), encoding="utf-8") as handle:
+                common["ca_bundle_pem"] = handle.read()
+        # Hub and S3 sources are asked through their clients where the role's tools venv has them already.
+        tools = dict(task_vars, ansible_python_interpreter=variables["vllm_model_tools_venv"] + "/bin/python")
+        if any(model["clients"] for model in models):
+            stat = self._module("ansible.builtin.stat", {"path": tools["ansible_python_interpreter"],
+                                                         "get_checksum": False}, task_vars)
+            if not (stat.get("stat") or {}).get("exists"):
+                tools = task_vars
+        reached, errors = {}, []
+        for model in models:
+            if model["kind"] == "controller":
+                if not os.path.isdir(model["location"]):
+                    errors.append("vllm_model_models (%s).source: %s is not a directory on the controller (got %s); "
+                                  "point source at the model's directory there" % (model["name"], model["location"],
+                                                                                   model["source"]))
+                reached[model["name"]] = "on the controller"
+                continue
+            entry = entries[model["name"]]
+            arguments = dict((key, entry[key]) for key in vllm_model_store.MODEL_KEYS
+                             if key in entry and entry[key] not in (None, "", [], {}))
+            answer = self._execute_module(module_name="arm_inference.vllm.vllm_model_fetch",
+                                          module_args=dict(common, **arguments),
+                                          task_vars=tools if model["clients"] else task_vars)
+            if answer.get("failed"):
+                errors.append(" ".join(str(answer.get("msg", "")).split()))
+            else:
+                reached[model["name"]] = answer.get("reached")
+        return reached, errors
+
     def _serve_api_key(self, variables, task_vars):
         """What vllm_serve's key plan reads besides the variables, as its plan.yml reads it: whether the gateway is on
         (vllm_gateway's contract), and, only where that alone can authenticate a non-loopback bind, whether the
         host holds a key vllm_serve generated before."""
-        contract = task_vars.get("vllm_gateway_contract") or lookup_loader.get(
-            "arm_inference.vllm.role_contract", loader=self._loader, templar=self._templar).run(
-                ["vllm_gateway"], variables=task_vars)[0]
+        contract = self._contract("vllm_gateway", task_vars)
         answer = {"gateway_enabled": bool(contract["enabled"]), "generated_api_key_exists": False}
         if input_rules.generated_key_matters(variables, answer["gateway_enabled"]):
             path = owner_vars("vllm_serve")["_vllm_serve_generated_key_path"]

@@ -45,8 +45,13 @@ options:
       - V(resolve) (run on the controller, once per run) returns the commit a hub source's branch or tag leads to now
         (RV(resolved)), from the hub's API, so that every host places that commit (O(resolved)); null, with
         RV(unresolved) saying why, when the hub cannot be reached from the controller.
+      - V(reach) (the preflight's question, read-only whatever the check mode) tells whether this host can place
+        O(source) before any host changes. Nothing is asked of the source when the host holds the revision it leads
+        to; else the source must answer as placing it would begin (V(place) in check mode, with the fit and disk
+        checks), a hub source without the hub client through the hub's API, an S3 source without boto3 by its
+        endpoint answering (RV(reached) says which).
     type: str
-    choices: [place, plan, manifest, status, seed, activate, resolve]
+    choices: [place, plan, manifest, status, seed, activate, resolve, reach]
     default: place
   resolved:
     description:
@@ -132,6 +137,12 @@ options:
         TLS-intercepting proxy's CA). Default the clients' own. For the hub it reaches the hub client's HTTP client
         and hf_xet, which fetches Xet-backed files (through C(SSL_CERT_FILE), the one CA setting hf_xet reads).
     type: path
+  ca_bundle_pem:
+    description:
+      - For V(reach), the PEM text of the bundle O(ca_bundle) will be once the role installs it (the preflight runs
+        before it is on the host). It is written to the module's temporary directory and trusted for this question
+        only.
+    type: str
   mirror:
     description:
       - C(s3://bucket/prefix) the fleet fetches this model from once. O(region), O(endpoint_url), O(access_key_id)
@@ -247,6 +258,12 @@ uploaded_bytes:
   description: For V(seed), the bytes uploaded to the mirror (boto3's count).
   returned: when V(seed) published a revision
   type: int
+reached:
+  description:
+    - For V(reach), how the source was asked (V(placed) when nothing needed asking; V(source), V(hub API),
+      V(endpoint), V(directory), or V(on the controller) for a controller source).
+  returned: action reach
+  type: str
 resolved:
   description: For V(resolve), the commit the branch or tag leads to (the commit itself for a commit); null when unresolved.
   returned: action resolve
@@ -638,6 +655,28 @@ def _hub_client(store, module):
     return huggingface_hub, huggingface_hub.HfApi(endpoint=model["endpoint"], token=token), token
 
 
+def _hub_refusal(model, endpoint, requested, code):
+    """The one-line error for the hub's refusals (its X-Error-Code, or the hub client's error of that kind)."""
+    variable = "vllm_model_models (%s)" % model["name"]
+    if code == "RevisionNotFound":
+        return ModelStoreError("%s.revision: %s has no revision %s (got %s); pin a commit, tag or branch that exists"
+                               % (variable, model["location"], requested, requested))
+    if code == "GatedRepo":
+        return ModelStoreError("%s.token: %s is gated and %s (got %s); accept its terms on the hub and set a token "
+                               "with read access" % (variable, model["location"],
+                                                     "the token was refused" if model["token"] else "no token is set",
+                                                     "a token" if model["token"] else "no token"))
+    return ModelStoreError("%s.source: no repository %s on %s, or it is private (got %s); check the id, or set a "
+                           "token" % (variable, model["location"], endpoint, model["source"]))
+
+
+def _hub_unreachable(model, endpoint, error, where=""):
+    return ModelStoreError("vllm_model_models (%s).endpoint: the hub at %s cannot be reached%s (got %s: %s); check the "
+                           "endpoint, proxy and CA settings, or pin a revision already placed"
+                           % (model["name"], endpoint, where, type(error).__name__,
+                              " ".join(str(error).split())[:300]))
+
+
 def _hub_pins(model, api, requested):
     """The commit the hub resolves requested to and {file: {sha256 (LFS) or git_sha1, size}} of the files the model
     takes there: what the hub itself publishes, so what every byte is checked against, wherever it comes from."""
@@ -647,45 +686,56 @@ def _hub_pins(model, api, requested):
     try:
         info = api.model_info(model["location"], revision=requested, files_metadata=True)
     except hub_errors.RevisionNotFoundError:
-        raise ModelStoreError("%s.revision: %s has no revision %s (got %s); pin a commit, tag or branch that exists"
-                              % (variable, model["location"], requested, requested))
+        raise _hub_refusal(model, api.endpoint, requested, "RevisionNotFound")
     except hub_errors.GatedRepoError:
-        raise ModelStoreError("%s.token: %s is gated and %s (got %s); accept its terms on the hub and set a token "
-                              "with read access" % (variable, model["location"],
-                                                    "the token was refused" if model["token"] else "no token is set",
-                                                    "a token" if model["token"] else "no token"))
+        raise _hub_refusal(model, api.endpoint, requested, "GatedRepo")
     except hub_errors.RepositoryNotFoundError:
-        raise ModelStoreError("%s.source: no repository %s on %s, or it is private (got %s); check the id, or set a "
-                              "token" % (variable, model["location"], api.endpoint, model["source"]))
+        raise _hub_refusal(model, api.endpoint, requested, "RepoNotFound")
     except Exception as error:  # connection refused, DNS, TLS, timeouts: the client's many exception types
-        raise ModelStoreError("%s.endpoint: the hub at %s cannot be reached (got %s: %s); check the endpoint, proxy and "
-                              "CA settings, or pin a revision already placed" % (variable, api.endpoint,
-                                                                                 type(error).__name__, error))
-    hostile = "the hub or a proxy in between is not answering as the hub does; nothing was written"
+        raise _hub_unreachable(model, api.endpoint, error)
     # The hub's answer becomes a directory of the store: a commit and nothing else.
     revision = store_rules.check_revision(info.sha, "hf", "%s.endpoint: the hub at %s answered for %s" % (
-        variable, api.endpoint, requested), hostile)
-    siblings = dict((sibling.rfilename, sibling) for sibling in info.siblings or [])
+        variable, api.endpoint, requested), HUB_HOSTILE)
+    siblings = dict((sibling.rfilename, {
+        "size": sibling.size, "blob_id": sibling.blob_id, "lfs": sibling.lfs is not None,
+        "lfs_sha256": sibling.lfs.sha256 if sibling.lfs else None, "lfs_size": sibling.lfs.size if sibling.lfs else None})
+        for sibling in info.siblings or [])
+    return revision, _hub_expected(model, api.endpoint, revision, siblings)
+
+
+HUB_HOSTILE = "the hub or a proxy in between is not answering as the hub does; nothing was written"
+
+
+def _hub_expected(model, endpoint, revision, siblings):
+    """{file: {sha256 (LFS) or git_sha1, size}} of the files the model takes from the hub's listing at revision
+    (siblings: {name: {size, blob_id, lfs, lfs_sha256, lfs_size}}, from the hub client or the hub's JSON): each name
+    checked as a path, each file pinned by a checksum the hub publishes, or the listing refused."""
+    variable = "vllm_model_models (%s)" % model["name"]
     names = store_rules.select_files(sorted(siblings), model["include"], model["exclude"])
     if not names:
         raise ModelStoreError("%s.include: no file of %s at %s matches (got include %s, exclude %s); adjust the "
                               "patterns" % (variable, model["location"], revision, model["include"], model["exclude"]))
     store_rules.check_file_names(names, "%s.endpoint: the hub at %s lists a file of %s" % (
-        variable, api.endpoint, revision), hostile)
+        variable, endpoint, revision), HUB_HOSTILE)
     expected = {}
     for name in names:
         sibling = siblings[name]
-        if sibling.lfs is not None and store_rules.is_sha256(sibling.lfs.sha256):
-            expected[name] = {"sha256": sibling.lfs.sha256.lower(), "size": sibling.lfs.size}
-        elif sibling.lfs is None and re.match(r"^[0-9a-f]{40}$", sibling.blob_id or ""):
-            expected[name] = {"git_sha1": sibling.blob_id, "size": sibling.size}
+        if sibling["lfs"] and store_rules.is_sha256(sibling["lfs_sha256"]):
+            expected[name] = {"sha256": sibling["lfs_sha256"].lower(), "size": sibling["lfs_size"]}
+        elif not sibling["lfs"] and re.match(r"^[0-9a-f]{40}$", sibling["blob_id"] or ""):
+            expected[name] = {"git_sha1": sibling["blob_id"], "size": sibling["size"]}
         else:  # fail closed: a file nothing can be checked against is never placed
             raise ModelStoreError("%s.endpoint: the hub at %s lists %s of %s at %s without a checksum (got LFS sha256 "
                                   "%s, blob id %s); leave it out with exclude, or ask the hub's operator"
-                                  % (variable, api.endpoint, store_rules.shown(name), model["location"], revision,
-                                     store_rules.shown((sibling.lfs.sha256 if sibling.lfs else None) or "none"),
-                                     store_rules.shown(sibling.blob_id or "none")))
-    return revision, expected
+                                  % (variable, endpoint, store_rules.shown(name), model["location"], revision,
+                                     store_rules.shown(sibling["lfs_sha256"] or "none"),
+                                     store_rules.shown(sibling["blob_id"] or "none")))
+        size = expected[name]["size"]
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+            raise ModelStoreError("%s.endpoint: the hub at %s lists %s of %s at %s with size %s, not a byte count; %s"
+                                  % (variable, endpoint, store_rules.shown(name), model["location"], revision,
+                                     store_rules.shown(size), HUB_HOSTILE))
+    return expected
 
 
 def place_hub(store, module):
@@ -1263,51 +1313,156 @@ def _check_manifest_param(model, manifest):
     store_rules.check_file_names(manifest or {}, "%s: manifest" % model["name"], "compute it with action manifest")
 
 
+def _hub_endpoint(model):
+    return (model["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+class _HubUnreachable(Exception):
+    """The hub's API gave no answer (network, TLS, a server error): the caller decides whether that is fatal."""
+
+
+def _hub_api(model, ref, ca_bundle, blobs=False):
+    """The hub's answer for the model at ref, from its API over plain HTTPS (no hub client needed: the controller and
+    a host without the tools venv ask it so): (commit, the answer's JSON). The hub's refusals raise their one-line
+    errors; no answer raises _HubUnreachable. The commit is checked (40 lower-case hex digits): it names a
+    directory of the store."""
+    endpoint = _hub_endpoint(model)
+    url = "%s/api/models/%s/revision/%s%s" % (endpoint, model["location"], quote(ref, safe=""),
+                                              "?blobs=true" if blobs else "")
+    headers = {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
+    try:
+        response = open_url(url, headers=headers, timeout=30, follow_redirects="safe", ca_path=ca_bundle)
+        body = response.read(16 << 20)
+    except Exception as error:  # HTTPError carries the hub's X-Error-Code; the rest is the network
+        code = error.headers.get("X-Error-Code", "") if getattr(error, "headers", None) is not None else ""
+        status = getattr(error, "code", None)
+        if code in ("RevisionNotFound", "GatedRepo", "RepoNotFound"):
+            raise _hub_refusal(model, endpoint, ref, code)
+        if status in (401, 404):  # a server without the hub's codes
+            raise _hub_refusal(model, endpoint, ref, "RevisionNotFound" if status == 404 else "RepoNotFound")
+        raise _HubUnreachable(error)
+    try:
+        answer = json.loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        answer = None
+    if not isinstance(answer, dict):
+        answer = {"sha": body[:80].decode("utf-8", "replace")}
+    commit = store_rules.check_revision(answer.get("sha"), "hf", "vllm_model_models (%s).endpoint: the hub at %s "
+                                        "answered for %s" % (model["name"], endpoint, ref), HUB_HOSTILE)
+    return commit, answer
+
+
 def resolve_on_controller(module):
-    """On the controller, once per run: the commit a hub branch or tag leads to now, from the hub's API (plain HTTPS,
-    no hub client needed), so every host places the same commit. A commit needs no resolving. The hub's answer is
-    checked (40 lower-case hex digits). An unreachable hub is not an error here (resolved is null, with the reason):
-    each host then keeps the commit it recorded for the ref."""
+    """On the controller, once per run: the commit a hub branch or tag leads to now, from the hub's API, so every host
+    places the same commit. A commit needs no resolving. An unreachable hub is not an error here (resolved is null,
+    with the reason): each host then keeps the commit it recorded for the ref."""
     model = _model_from_params(module.params)
     if model["kind"] != "hf":
         raise ModelStoreError("action resolve needs a hub source (got %s)" % store_rules.shown(model["source"]))
     ref = model["revision"]
     if store_rules.is_commit(ref):
         return {"changed": False, "revision": ref, "ref": ref, "resolved": ref}
-    endpoint = (model["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
-    variable = "vllm_model_models (%s)" % model["name"]
-    url = "%s/api/models/%s/revision/%s" % (endpoint, model["location"], quote(ref, safe=""))
-    headers = {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
     try:
-        response = open_url(url, headers=headers, timeout=30, follow_redirects="safe",
-                            ca_path=module.params["ca_bundle"])
-        body = response.read(4 << 20)
-    except Exception as error:  # HTTPError carries the hub's X-Error-Code; the rest is the network
-        code = error.headers.get("X-Error-Code", "") if getattr(error, "headers", None) is not None else ""
-        status = getattr(error, "code", None)
-        if code == "RevisionNotFound" or (status == 404 and not code):
-            raise ModelStoreError("%s.revision: %s has no revision %s (got %s); pin a commit, tag or branch that "
-                                  "exists" % (variable, model["location"], ref, ref))
-        if code == "GatedRepo":
-            raise ModelStoreError("%s.token: %s is gated and %s (got %s); accept its terms on the hub and set a "
-                                  "token with read access" % (variable, model["location"], "the token was refused"
-                                                              if model["token"] else "no token is set",
-                                                              "a token" if model["token"] else "no token"))
-        if code == "RepoNotFound" or status in (401, 404):
-            raise ModelStoreError("%s.source: no repository %s on %s, or it is private (got %s); check the id, or "
-                                  "set a token" % (variable, model["location"], endpoint, model["source"]))
+        commit, dummy = _hub_api(model, ref, module.params["ca_bundle"])
+    except _HubUnreachable as unreachable:
+        error = unreachable.args[0]
         reason = "%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else "")
-        unresolved = "the hub at %s cannot be reached from the controller (%s)" % (endpoint, reason)
-        module.warn("%s: %s %s was not resolved for the fleet: %s; each host keeps the commit it recorded for it, "
-                    "and a host without one resolves it itself" % (variable, model["source"], ref, unresolved))
+        unresolved = "the hub at %s cannot be reached from the controller (%s)" % (_hub_endpoint(model), reason)
+        module.warn("vllm_model_models (%s): %s %s was not resolved for the fleet: %s; each host keeps the commit it "
+                    "recorded for it, and a host without one resolves it itself" % (model["name"], model["source"], ref,
+                                                                                    unresolved))
         return {"changed": False, "revision": None, "ref": ref, "resolved": None, "unresolved": unresolved}
-    try:
-        sha = json.loads(body.decode("utf-8")).get("sha")
-    except (ValueError, AttributeError, UnicodeDecodeError):
-        sha = body[:80].decode("utf-8", "replace")
-    commit = store_rules.check_revision(sha, "hf", "%s.endpoint: the hub at %s answered for %s" % (
-        variable, endpoint, ref), "the hub or a proxy in between is not answering as the hub does; nothing was written")
     return {"changed": False, "revision": commit, "ref": ref, "resolved": commit}
+
+
+# The preflight's question to each host, before any host changes (action reach, read-only).
+
+def _importable(name):
+    try:
+        __import__(name)
+    except ImportError:
+        return False
+    return True
+
+
+def reach_source(store, module):
+    """Can this host place its model? A revision the host holds intact needs nothing (no network, as a re-run). Else
+    the source is asked what placing it asks first, and the fit and disk checks run on the sizes it announces: an
+    HTTP(S) file list or archive, and a hub or S3 source where this Python has its client (the tools venv), through
+    action place in check mode (for a file list also its small files under vllm_serve's rules); a hub source without
+    the client through the hub's API (the commit, each file's checksum and size); an S3 source without boto3 by
+    reaching its endpoint (any answer of the bucket's server; its credentials are checked when the role places it);
+    a host directory by being there. A controller source is the controller's to read (the role's action manifest)."""
+    model = store.model
+    revision = _known_revision(store, model)
+    if revision and store.placed(revision):
+        return {"changed": False, "needed": False, "revision": revision, "reached": "placed"}
+    result = {"changed": False, "needed": True, "revision": revision}
+    kind = model["kind"]
+    if kind == "controller":
+        return dict(result, reached="on the controller")
+    if kind == "host":
+        if not os.path.isdir(model["location"]):
+            raise ModelStoreError("vllm_model_models (%s).source: %s is not a directory on this host (got %s); place the "
+                                  "model's directory there first, or point source at it"
+                                  % (model["name"], model["location"], store_rules.shown(model["source"])))
+        return dict(result, reached="directory")
+    client = {"hf": "huggingface_hub", "s3": "boto3"}.get(kind)
+    if client is None or _importable(client):
+        placed = PLACE[kind](store, module)  # check mode: nothing is written
+        return dict(placed, changed=False, needed=True, reached="source")
+    if kind == "hf":
+        return dict(result, reached="hub API", **_reach_hub(store, module))
+    return dict(result, reached="endpoint", **_reach_s3_endpoint(model, module.params["ca_bundle"]))
+
+
+def _reach_hub(store, module):
+    """The hub's API answer for the ref (hostile input: each name, checksum and size checked as the client's are),
+    weighed by the fit and disk checks."""
+    model = store.model
+    endpoint = _hub_endpoint(model)
+    try:
+        revision, answer = _hub_api(model, model["resolved"] or model["revision"], module.params["ca_bundle"], blobs=True)
+    except _HubUnreachable as unreachable:
+        raise _hub_unreachable(model, endpoint, unreachable.args[0], " from this host")
+    listed = answer.get("siblings")
+    if not isinstance(listed, list) or not all(isinstance(entry, dict) and isinstance(entry.get("rfilename"), str)
+                                               for entry in listed):
+        raise ModelStoreError("vllm_model_models (%s).endpoint: the hub at %s answered for %s without a file list "
+                              "(got %s); %s" % (model["name"], endpoint, model["revision"],
+                                                store_rules.shown(listed), HUB_HOSTILE))
+
+    def text(value):
+        return value if isinstance(value, str) else None
+
+    siblings = {}
+    for entry in listed:
+        lfs = entry.get("lfs") if isinstance(entry.get("lfs"), dict) else None
+        siblings[entry["rfilename"]] = {
+            "size": entry.get("size"), "blob_id": text(entry.get("blobId")), "lfs": lfs is not None,
+            "lfs_sha256": text(lfs.get("sha256")) if lfs else None, "lfs_size": lfs.get("size") if lfs else None}
+    expected = _hub_expected(model, endpoint, revision, siblings)
+    if store.placed(revision):  # a branch now leading to a commit this host holds
+        return {"revision": revision, "needed": False}
+    record = _record(model, revision, model["revision"], dict(
+        (name, {"size": entry["size"] or 0}) for name, entry in expected.items()))
+    return {"revision": revision, "weight_bytes": record["weight_bytes"], "total_bytes": record["total_bytes"],
+            "fit": store.check_fit(revision, record["weight_bytes"]),
+            "free_bytes": store.check_disk(revision, record["total_bytes"])}
+
+
+def _reach_s3_endpoint(model, ca_bundle):
+    """Without boto3 (a host without the tools venv yet): the bucket's server answers over HTTPS (any status: the
+    request is not signed), so the name resolves, the network lets it through and its certificate is trusted."""
+    endpoint = (model["endpoint_url"] or ("https://s3.%s.amazonaws.com" % model["region"] if model["region"]
+                                          else "https://s3.amazonaws.com")).rstrip("/")
+    try:
+        open_url("%s/%s" % (endpoint, quote(model["bucket"])), method="HEAD", timeout=20, follow_redirects="none",
+                 ca_path=ca_bundle).close()
+    except Exception as error:  # an HTTP status is an answer; the rest is the network
+        if getattr(error, "code", None) is None:
+            raise s3.error_line(model, s3.url(model["bucket"], model["prefix"]), error)
+    return {"endpoint": endpoint}
 
 
 def plan_controller(store, module):
@@ -1401,6 +1556,13 @@ def run(module):
     for key in ("store", "name"):
         if not module.params[key]:
             raise ModelStoreError("action %s needs %s" % (action, key))
+    if action == "reach":  # read-only, under no lock: the preflight's question
+        module.check_mode = True
+        if module.params["ca_bundle_pem"]:  # the bundle the role installs later, for this question only
+            module.params["ca_bundle"] = os.path.join(module.tmpdir, "ca-bundle.pem")
+            with open(module.params["ca_bundle"], "w", encoding="utf-8") as handle:
+                handle.write(module.params["ca_bundle_pem"])
+        return reach_source(Store(module), module)
     if action == "status":  # read-only: it reads the record, under no lock
         store = Store(module)
         if not store.model["mirror"]:
@@ -1430,7 +1592,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "action": {"type": "str", "choices": ["place", "plan", "manifest", "status", "seed",
-                                                  "activate", "resolve"], "default": "place"},
+                                                  "activate", "resolve", "reach"], "default": "place"},
             "resolved": {"type": "str"},
             "store": {"type": "path"},
             "name": {"type": "str"},
@@ -1453,6 +1615,7 @@ def main():
             "min_free_disk_gib": {"type": "float", "default": 1},
             "workers": {"type": "int", "default": 4},
             "ca_bundle": {"type": "path"},
+            "ca_bundle_pem": {"type": "str"},
             "fit": {"type": "dict"},
             "summary": {"type": "dict"},
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
@@ -1462,7 +1625,7 @@ def main():
         },
         required_if=[("action", "place", ["source"]), ("action", "plan", ["source"]),
                      ("action", "manifest", ["source"]), ("action", "activate", ["revision"]),
-                     ("action", "resolve", ["source", "revision"])],
+                     ("action", "resolve", ["source", "revision"]), ("action", "reach", ["source"])],
         supports_check_mode=True,
     )
     try:

@@ -9,6 +9,10 @@ The preflight reports every problem a host has, so cases share a host where they
 other (disjoint variables, each caught by a different rule; argument spec cases apart, since a spec
 problem stops the rules). That keeps the run to about 35 hosts instead of one per case. Each case
 alone is refused by the same rules in tests/unit/plugins/module_utils/test_input_rules.py.
+
+Once every rule of a host holds, the host must reach the source of each model it has still to place: the valid
+host's hub (the hub stand-in) answers; one more host, valid but for a hub where nothing listens, is refused,
+naming the model, on a host where nothing was installed yet.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ import time
 import pytest
 
 from harness import NATIVE, REPO_ROOT, Container, playbook_command
+from harness.namespaces import container_process
+from stand_ins.hub_server import HubProcess, hub_repository
+from stand_ins.s3_origin import free_port
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "unit"))
 from bad_inputs import CASES, SECRET, TAKEN_PORT, VALID  # noqa: E402
@@ -28,6 +35,7 @@ import input_rules_doc  # noqa: E402
 
 SITE = str(REPO_ROOT / "playbooks" / "site.yml")
 CHECK_TASK = "Check every role's variables and the host"
+HUB_COMMIT = VALID["vllm_model_models"][0]["revision"]
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +96,25 @@ def test_every_case_stops_in_preflight_on_a_fresh_host(fresh_host, tmp_path):
         host_vars[name] = dict(VALID, ansible_host=fresh_host.name)
         for variables, dummy in group:
             host_vars[name].update(variables)
-    host_vars["valid"] = dict(VALID, ansible_host=fresh_host.name)
+    # Once every rule holds, the host must reach its model's source: the valid host's hub answers (the hub stand-in,
+    # the real hub being unreachable here), the other host's does not (nothing listens on that port there).
+    root = tmp_path / "hub"
+    hub_repository(root, "org/tiny", {"main": HUB_COMMIT}, seed=3)
+    # In the container's network namespace (its loopback is its own: the cases need its port floor and listener).
+    hub = HubProcess(root, prefix=["nsenter", "-t", str(container_process(fresh_host.name)[0]), "-n"]).start()
+    [model] = VALID["vllm_model_models"]
+    host_vars["valid"] = dict(VALID, ansible_host=fresh_host.name,
+                              vllm_model_models=[dict(model, endpoint=hub.endpoint)])
+    unreachable = "http://127.0.0.1:%d" % free_port()
+    host_vars["unreachable"] = dict(VALID, ansible_host=fresh_host.name,
+                                    vllm_model_models=[dict(model, endpoint=unreachable)])
     hosts = [type("Alias", (), {"name": name}) for name in host_vars]
     command, env = playbook_command(hosts, tmp_path, SITE, {}, options=("--forks", "20"), host_vars=host_vars)
     env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
-    run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    finally:
+        hub.stop()
     assert run.returncode != 0, run.stdout[-3000:]
     assert SECRET not in run.stdout + run.stderr
     assert run.stdout.startswith("{"), run.stderr[-3000:]
@@ -104,6 +126,10 @@ def test_every_case_stops_in_preflight_on_a_fresh_host(fresh_host, tmp_path):
     [check] = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].endswith(CHECK_TASK)]
     results = check["hosts"]
     assert not results["valid"].get("failed"), results["valid"]
+    assert results["valid"]["model_sources"] == {"tiny": "hub API"}, results["valid"]
+    assert results["unreachable"].get("failed"), results["unreachable"]
+    assert results["unreachable"]["msg"].startswith("vllm_model_models (tiny).endpoint: the hub at %s cannot be "
+                                                    "reached from this host" % unreachable), results["unreachable"]
     refused = 0
     for name, group in zip(names, groups):
         result = results.get(name, {})

@@ -212,11 +212,28 @@ class HubHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client hung up: what a capped download does
 
 
-class HubProcess:
-    """The stand-in as a process a test starts and stops, on a free port of 127.0.0.1."""
+def hub_repository(root, repo, refs, seed=0, answers=None, token=None):
+    """Lay out repository `repo` ("org/name") of the stand-in under root: the tiny model (seed) at every commit refs
+    names ({ref: commit}), refs.json, and, when given, answer.json (a hostile hub's answers) and gated.json (the token
+    the repository requires)."""
+    from stand_ins.tiny_model import write_tiny_model  # the tests' import path; the stand-in itself needs none
 
-    def __init__(self, root):
+    directory = os.path.join(str(root), *repo.split("/"))
+    for commit in sorted(set(refs.values())):
+        write_tiny_model(os.path.join(directory, commit), seed=seed)
+    for name, content in (("refs.json", refs), ("answer.json", answers), ("gated.json", token and {"token": token})):
+        if content:
+            with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
+                json.dump(content, handle)
+
+
+class HubProcess:
+    """The stand-in as a process a test starts and stops, on a free port of 127.0.0.1. prefix: a command the process
+    runs under (nsenter into a container's network namespace: its 127.0.0.1 is then the container's)."""
+
+    def __init__(self, root, prefix=()):
         self.root = root
+        self.prefix = list(prefix)
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -224,7 +241,8 @@ class HubProcess:
         self.process = None
 
     def start(self):
-        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(self.root), str(self.port)],
+        self.process = subprocess.Popen(self.prefix + [sys.executable, os.path.abspath(__file__), str(self.root),
+                                                       str(self.port)],
                                         stdout=subprocess.PIPE, text=True)
         assert self.process.stdout.readline().strip() == "ready"
         return self

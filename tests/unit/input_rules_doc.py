@@ -49,6 +49,18 @@ will. It rewrites apt's cache of what the sources offer, not any installed packa
 and is not reported as a change. With every `*_apt_cache_valid_time` at 0 nothing is refreshed and the
 check judges on the lists the host has; a host without any is then refused, saying so. Runs on one host
 at once (inventory aliases of one machine) take turns for the refresh and do not collide on apt's lock.
+
+Last, once every rule of a host holds, each model of `vllm_model_models` is asked from that host
+(`arm_inference.vllm.vllm_model_fetch` with `action: reach`, read-only): a revision the host holds
+intact needs no network; any other source must answer from the host as placing it would begin (the
+revision exists, the token is granted, the files carry checksums), and the revision must fit the
+host's memory and the store's free disk at the sizes the source announces. A hub source on a host
+without the role's tools venv is asked through the hub's API over HTTPS; an HTTP(S) file list or
+archive, and a hub or S3 source where the tools venv has its client, through the client in check mode;
+an S3 source without boto3 only by its endpoint answering (its credentials are checked when the role
+places it); a `file://` directory by being there; a `controller://` directory on the controller. An
+unreachable source is refused naming the model:
+`vllm_model_models (<name>).endpoint: the hub at <url> cannot be reached from this host (got ...); ...`.
 """
 
 

@@ -189,27 +189,30 @@ def test_the_release_loads_its_avx2_kernels_on_an_emulated_avx2_only_cpu(host):
     assert result["version"] == "0.32.0", result
 
 
-GATEWAY_CHAT = r"""
+# The openai client over the gateway, as a client of the fleet holds it: the endpoint file vllm_gateway writes, its
+# key and its CA. The scripts below start with it.
+GATEWAY_CLIENT = r"""
 import json, httpx, openai
-endpoint = json.load(open("/etc/haproxy/vllm-gateway/endpoints.json"))
-endpoint = endpoint[0] if isinstance(endpoint, list) else endpoint
-key = open(endpoint["api_key_file"]).read().strip()
-client = openai.OpenAI(base_url=endpoint["base_url"] + "/v1", api_key=key,
-                       http_client=httpx.Client(verify=endpoint["ca_file"] or False))
-chat = client.chat.completions.create(model="tiny-llama", max_tokens=8,
-                                      messages=[{"role": "user", "content": "Still there?"}])
+def gateway_client(**options):
+    endpoint = json.load(open("/etc/haproxy/vllm-gateway/endpoints.json"))
+    endpoint = endpoint[0] if isinstance(endpoint, list) else endpoint
+    key = open(endpoint["api_key_file"]).read().strip()
+    return openai.OpenAI(base_url=endpoint["base_url"] + "/v1", api_key=key,
+                         http_client=httpx.Client(verify=endpoint["ca_file"] or False), **options)
+"""
+
+
+GATEWAY_CHAT = GATEWAY_CLIENT + r"""
+chat = gateway_client().chat.completions.create(model="tiny-llama", max_tokens=8,
+                                                messages=[{"role": "user", "content": "Still there?"}])
 print(json.dumps({"finish": chat.choices[0].finish_reason, "tokens": chat.usage.completion_tokens}))
 """
 
 
-SILENT_CHAT = r"""
-import json, subprocess, sys, threading, time, httpx, openai
+SILENT_CHAT = GATEWAY_CLIENT + r"""
+import subprocess, sys, threading, time
 pause = float(sys.argv[1])
-endpoint = json.load(open("/etc/haproxy/vllm-gateway/endpoints.json"))
-endpoint = endpoint[0] if isinstance(endpoint, list) else endpoint
-key = open(endpoint["api_key_file"]).read().strip()
-client = openai.OpenAI(base_url=endpoint["base_url"] + "/v1", api_key=key, max_retries=0, timeout=pause + 120,
-                       http_client=httpx.Client(verify=endpoint["ca_file"] or False))
+client = gateway_client(max_retries=0, timeout=pause + 120)
 units = ["vllm-serve-main.service", "vllm-serve-second.service"]
 result = {}
 

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as rules
 
-from stand_ins.hub_server import HubProcess
+from stand_ins.hub_server import HubProcess, hub_repository
 from stand_ins.s3_origin import REGION, S3Origin
 from stand_ins.tiny_model import write_tiny_model
 from model_fetch import run_module  # noqa: E402
@@ -97,17 +97,13 @@ def test_a_seeders_result_naming_a_path_is_refused_by_the_hosts(capsys, tmp_path
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("hub")
-    write_tiny_model(str(root / "org" / "tiny" / COMMIT), seed=64)
-    (root / "org" / "tiny" / "refs.json").write_text(json.dumps({"main": COMMIT}))
+    hub_repository(root, "org/tiny", {"main": COMMIT}, seed=64)
     # A hostile hub: its sha for main is a path, and that path also names the commit's files, so a client that
     # believed it would download and place them.
-    write_tiny_model(str(root / "org" / "hostile" / COMMIT), seed=64)
-    (root / "org" / "hostile" / "refs.json").write_text(json.dumps({"main": COMMIT, ESCAPE: COMMIT}))
-    (root / "org" / "hostile" / "answer.json").write_text(json.dumps({"main": {"sha": ESCAPE}}))
+    hub_repository(root, "org/hostile", {"main": COMMIT, ESCAPE: COMMIT}, seed=64, answers={"main": {"sha": ESCAPE}})
     # A hub that lists a file without any checksum (no LFS sha256, no blob id).
-    write_tiny_model(str(root / "org" / "unchecked" / COMMIT), seed=64)
-    (root / "org" / "unchecked" / "refs.json").write_text(json.dumps({"main": COMMIT}))
-    (root / "org" / "unchecked" / "answer.json").write_text(json.dumps({"main": {"unchecked": ["tokenizer_config.json"]}}))
+    hub_repository(root, "org/unchecked", {"main": COMMIT}, seed=64,
+                   answers={"main": {"unchecked": ["tokenizer_config.json"]}})
     server = HubProcess(root).start()
     yield server
     server.stop()
