@@ -53,6 +53,6 @@ def test_vllm_model_in_check_mode_on_a_fresh_host_reports_the_hub_model_and_chan
                                      options=["--check"])
     assert result.returncode == 0, result.stdout[-3000:]
     placing = result.stdout.split("TASK [arm_inference.vllm.vllm_model : Place, or seed the mirror with, tiny]")[1]
-    assert placing.split("TASK [")[0].strip().startswith("skipping:"), placing[:1000]
+    assert placing.split("\n", 1)[1].split("TASK [")[0].strip().startswith("skipping:"), placing[:1000]
     assert int(re.search(r"changed=(\d+)", result.stdout).group(1)) > 0
     assert supported_host.state() == before
