@@ -33,7 +33,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes ee molecule fleet-scale build test clean
+.PHONY: help setup images site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes tools-lock ee molecule fleet-scale build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -49,6 +49,7 @@ help:
 	@echo "make autotune-demo   not in CI: autotune.yml on the local target (after make site), 3 candidates x 3 short runs; autotune/ in inventories/local"
 	@echo "make model-fleet-bytes   bytes a 3-host fleet pulls through the controller and the hub, per model source mode"
 	@echo "make fleet-scale  not in CI: site.yml over SSH on FLEET_SIZES hosts (default 1 8 16 32): table, JSON and SVG in .cache/fleet-scale"
+	@echo "make tools-lock   regenerate vllm_model's hash-pinned tools venv locks from PyPI (after a client version bump)"
 	@echo "make ee           the execution environment (ansible-builder, podman), then preflight through ansible-navigator over SSH (EE_ARGS=--site)"
 
 setup:
@@ -95,6 +96,11 @@ golden: setup
 # Regenerate the role variable reference after an argument spec change; `make lint` checks it is current.
 docs: setup
 	python3 tools/variable_reference.py
+
+# vllm_model's hash-pinned tools venv locks (roles/vllm_model/files/tools), outside CI: uv against PyPI
+# (tools/tools_lock.py says when to run it).
+tools-lock: setup
+	python3 tools/tools_lock.py
 
 build: setup
 	rm -rf build && mkdir -p build

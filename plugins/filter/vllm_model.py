@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: arm_inference.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters for the vllm_model role: its variables checked and its models normalized; the host that seeds a mirror.
+"""Filters for the vllm_model role: its variables checked and its models normalized; the host that seeds a mirror;
+the tools venv's hash-pinned locks and their requirements.
 
-The rules live in module_utils/vllm_model_store.py; the filter is documented in vllm_model_check.yml.
+The rules live in module_utils/vllm_model_store.py; each filter is documented in its own .yml.
 """
 
 from __future__ import annotations
@@ -42,6 +43,30 @@ def vllm_model_seeder(statuses):
     return (holders or needed)[0]
 
 
+def vllm_model_tool_locks(pins):
+    """The lock file names (the role's files/tools/) of the tools venv's {client: version}."""
+    if not isinstance(pins, dict):
+        raise AnsibleFilterError("vllm_model_tool_locks expects {client: version}, got %s" % type(pins).__name__)
+    return vllm_model_store.tool_lock_files(pins)
+
+
+def vllm_model_lock_requirements(texts):
+    """The `name==version[ ; marker]` lines of hash-pinned locks (their texts), each once, in order: what the tools
+    venv must hold, for venv_requirements to compare with what it holds."""
+    if isinstance(texts, str):
+        texts = [texts]
+    requirements = []
+    for text in texts:
+        try:
+            entries = vllm_model_store.lock_requirements(text)
+        except ValueError as error:
+            raise AnsibleFilterError("vllm_model tools lock: %s" % error)
+        requirements.extend(entry["requirement"] for entry in entries if entry["requirement"] not in requirements)
+    return requirements
+
+
 class FilterModule:
     def filters(self):
-        return {"vllm_model_check": vllm_model_check, "vllm_model_seeder": vllm_model_seeder}
+        return {"vllm_model_check": vllm_model_check, "vllm_model_seeder": vllm_model_seeder,
+                "vllm_model_tool_locks": vllm_model_tool_locks,
+                "vllm_model_lock_requirements": vllm_model_lock_requirements}

@@ -67,6 +67,13 @@ SYSTEM_DIRECTORIES = ("/", "/usr", "/var", "/opt", "/etc", "/home", "/var/lib", 
                       "/root", "/tmp", "/usr/local")
 # More parallel hub downloads than this only opens more connections to one hub.
 MAX_WORKERS = 32
+# The client versions the role ships a hash-pinned lock for (roles/vllm_model/files/tools/<client>-<version>.txt,
+# written by `make tools-lock`): the tools venv installs nothing else. A unit test compares this with the files.
+TOOL_LOCKS = {"huggingface_hub": ("2.4.0",), "boto3": ("1.44.5",)}
+TOOL_VERSION_VARIABLES = {"huggingface_hub": "vllm_model_huggingface_hub_version", "boto3": "vllm_model_boto3_version"}
+# A lock's requirement: name==version, an optional environment marker; then one or more sha256 of its files.
+_LOCK_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][A-Za-z0-9.+!-]*( ; [^\\]+)?$")
+_LOCK_HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
 
 
 class ModelInputError(ValueError):
@@ -412,11 +419,15 @@ def normalized_models(variables):
             or ".." in venv.split("/") or os.path.normpath(venv) in SYSTEM_DIRECTORIES):
         _fail("vllm_model_tools_venv", "must be an absolute, dedicated directory without spaces or '..'", venv,
               "use a path like /opt/vllm/model-tools")
-    for key in ("vllm_model_huggingface_hub_version", "vllm_model_boto3_version"):
-        version = variables.get(key, "1")
+    for client, key in TOOL_VERSION_VARIABLES.items():
+        version = variables.get(key, TOOL_LOCKS[client][0])
         if not isinstance(version, str) or not _PIN.match(version):
             _fail(key, "is not a release version to pin", version,
-                  "write a version as PyPI lists it, such as %s" % ("2.4.0" if "hub" in key else "1.44.5"))
+                  "write a version as PyPI lists it, such as %s" % TOOL_LOCKS[client][0])
+        if version not in TOOL_LOCKS[client]:
+            _fail(key, "has no hash-pinned lock in the role (locks for %s: %s)" % (client, ", ".join(TOOL_LOCKS[client])),
+                  version, "set one of those, or add a lock for it with `make tools-lock` (roles/vllm_model/README.md, "
+                  "\"Tools venv\")")
     bundle = variables.get("vllm_model_ca_bundle") or ""
     if bundle and (not isinstance(bundle, str) or not os.path.isfile(os.path.expanduser(bundle))):
         _fail("vllm_model_ca_bundle", "names no file on the controller", bundle,
@@ -430,6 +441,33 @@ def normalized_models(variables):
         seen[entry["name"]] = index
         result.append(entry)
     return result
+
+
+def tool_lock_files(pins):
+    """The lock file names (under the role's files/tools/) of {client: version}, in the order given."""
+    return ["%s-%s.txt" % (client, version) for client, version in pins.items()]
+
+
+def lock_requirements(text):
+    """The entries of a hash-pinned lock, in order: {requirement ('name==version[ ; marker]'), name, version,
+    hashes}; ValueError naming the line when an entry is not `name==version` or carries no sha256."""
+    entries, logical = [], []
+    for line in text.splitlines() + [""]:
+        stripped = line.strip()
+        if logical or (stripped and not stripped.startswith("#")):
+            logical.append(stripped.rstrip("\\").strip())
+            if stripped.endswith("\\"):
+                continue
+            words = " ".join(logical).split(" --hash=")
+            logical = []
+            requirement, hashes = words[0].strip(), ["--hash=" + word.strip() for word in words[1:]]
+            if not _LOCK_REQUIREMENT.match(requirement) or not hashes or not all(_LOCK_HASH.match(h) for h in hashes):
+                raise ValueError("not a hash-pinned requirement (name==version, then --hash=sha256:...): %s"
+                                 % shown(" ".join([requirement] + hashes)))
+            name, version = requirement.split(" ; ")[0].split("==")
+            entries.append({"requirement": requirement, "name": name, "version": version,
+                            "hashes": [h.split(":", 1)[1] for h in hashes]})
+    return entries
 
 
 def is_sha256(value):

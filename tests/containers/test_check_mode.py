@@ -42,3 +42,17 @@ def test_vllm_serve_in_check_mode_on_a_fresh_host_renders_its_units_and_changes_
     assert "vllm-serve-main.service" in result.stdout
     assert int(re.search(r"changed=(\d+)", result.stdout).group(1)) > 0
     assert supported_host.state() == before
+
+
+def test_vllm_model_in_check_mode_on_a_fresh_host_reports_the_hub_model_and_changes_nothing(supported_host, tmp_path):
+    # No tools venv yet (its Python does not exist: __vllm_model_unprepared): the hub model is reported, not read,
+    # so its endpoint (a closed port; the revision is a commit, nothing to resolve) is never asked.
+    before = supported_host.state()
+    model = {"name": "tiny", "source": "hf://org/tiny", "revision": "1" * 40, "endpoint": "http://127.0.0.1:9"}
+    result = supported_host.playbook(tmp_path, "arm_inference.vllm.vllm_model", {"vllm_model_models": [model]},
+                                     options=["--check"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    placing = result.stdout.split("TASK [arm_inference.vllm.vllm_model : Place, or seed the mirror with, tiny]")[1]
+    assert placing.split("\n", 1)[1].split("TASK [")[0].strip().startswith("skipping:"), placing[:1000]
+    assert int(re.search(r"changed=(\d+)", result.stdout).group(1)) > 0
+    assert supported_host.state() == before

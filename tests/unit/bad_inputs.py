@@ -176,6 +176,8 @@ CASES = [
     ({"vllm_model_tools_venv": "/usr"}, "vllm_model_tools_venv"),
     ({"vllm_model_huggingface_hub_version": "latest"}, "vllm_model_huggingface_hub_version"),
     ({"vllm_model_boto3_version": "1.44.5 --index-url=http://evil.example/"}, "vllm_model_boto3_version"),
+    # A release the role ships no hash-pinned lock for (roles/vllm_model/files/tools): nothing to install it from.
+    ({"vllm_model_huggingface_hub_version": "2.3.0"}, "vllm_model_huggingface_hub_version"),
     # vllm_serve
     ({"vllm_serve_port": 70000}, "vllm_serve_port"),
     ({"vllm_serve_port": "eighty"}, "vllm_serve_port"),

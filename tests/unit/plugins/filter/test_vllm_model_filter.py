@@ -19,3 +19,15 @@ def test_models_come_back_normalized_without_their_token():
 def test_bad_input_raises_the_rule_message():
     with pytest.raises(AnsibleFilterError, match=r"^vllm_model_keep: must be an integer of at least 1 \(got 0\); "):
         vllm_model_check({"vllm_model_models": [], "vllm_model_keep": 0})
+
+
+def test_the_tools_locks_and_their_requirements_as_venv_requirements_takes_them():
+    from ansible_collections.arm_inference.vllm.plugins.filter.vllm_model import (
+        vllm_model_lock_requirements, vllm_model_tool_locks)
+    assert vllm_model_tool_locks({"huggingface_hub": "2.4.0", "boto3": "1.44.5"}) == [
+        "huggingface_hub-2.4.0.txt", "boto3-1.44.5.txt"]
+    one = "six==1.17.0 \\\n    --hash=sha256:%s\n" % ("a" * 64)
+    two = "tomli==2.5.0 ; python_full_version < '3.11' \\\n    --hash=sha256:%s\n" % ("b" * 64)
+    assert vllm_model_lock_requirements([one, one + two]) == ["six==1.17.0", "tomli==2.5.0 ; python_full_version < '3.11'"]
+    with pytest.raises(AnsibleFilterError, match="vllm_model tools lock: not a hash-pinned requirement"):
+        vllm_model_lock_requirements("six==1.17.0\n")
