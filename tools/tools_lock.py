@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write the vllm_model role's hash-pinned locks of its tools venv (`make tools-lock`, outside CI).
 
 For each client (huggingface_hub, boto3) at the version roles/vllm_model/defaults/main.yml pins, writes

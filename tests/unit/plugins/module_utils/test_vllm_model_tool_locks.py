@@ -63,7 +63,7 @@ def test_a_client_version_without_a_shipped_lock_is_refused_naming_the_variable_
 
 def test_the_shipped_locks_are_those_tool_locks_names_and_say_how_they_were_made():
     shipped = sorted(path.name for path in LOCKS.glob("*.txt"))
-    assert shipped == sorted(rules.tool_lock_files({client: version}) [0]
+    assert shipped == sorted(rules.tool_lock_files({client: version})[0]
                              for client, versions in rules.TOOL_LOCKS.items() for version in versions)
     for path in LOCKS.glob("*.txt"):
         head = path.read_text().split("\n\n")[0] if "\n\n" in path.read_text() else path.read_text()[:1500]
