@@ -33,7 +33,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes tools-lock ee molecule fleet-scale build test clean
+.PHONY: help setup images site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes model-throughput tools-lock ee molecule fleet-scale build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -48,6 +48,7 @@ help:
 	@echo "make real-build   vllm_build compiling vLLM's own 0.32.0 sdist on Debian 13 amd64 (hours; report in .cache/reports)"
 	@echo "make autotune-demo   not in CI: autotune.yml on the local target (after make site), 3 candidates x 3 short runs; autotune/ in inventories/local"
 	@echo "make model-fleet-bytes   bytes a 3-host fleet pulls through the controller and the hub, per model source mode"
+	@echo "make model-throughput    placement of HTTP and S3 sources from local origins against curl and boto3 (ratio)"
 	@echo "make fleet-scale  not in CI: site.yml over SSH on FLEET_SIZES hosts (default 1 8 16 32): table, JSON and SVG in .cache/fleet-scale"
 	@echo "make tools-lock   regenerate vllm_model's hash-pinned tools venv locks from PyPI (after a client version bump)"
 	@echo "make ee           the execution environment (ansible-builder, podman), then preflight through ansible-navigator over SSH (EE_ARGS=--site)"
@@ -134,8 +135,6 @@ engine-arm64: setup
 real-build: setup
 	$(HARNESS) real-build
 
-# vllm_model's fleet measurement outside CI: bytes through the controller and from the hub for three hosts,
-# with and without a mirror (build/model-fleet-bytes.json). CI runs the mirror half in `make integration`.
 # Autotune on the local target `make site` provisioned (outside CI): the rules' profile, vLLM's defaults and
 # one more candidate, 3 runs each of 16 requests (64 prompt + 32 output tokens, 4 in flight) with the tiny
 # model, or with AUTOTUNE_DEMO_MODEL=small its ~85M-parameter sibling (made here, placed and served instead);
@@ -154,9 +153,17 @@ autotune-demo: setup
 	ansible-playbook -i inventories/local/hosts.yml playbooks/autotune.yml -e '$(AUTOTUNE_DEMO_VARS)' \
 		$(if $(filter-out tiny,$(AUTOTUNE_DEMO_MODEL)),-e '$(AUTOTUNE_DEMO_MODEL_VARS)')
 
+# vllm_model's fleet measurement outside CI: bytes through the controller and from the hub for three hosts,
+# with and without a mirror (build/model-fleet-bytes.json). CI runs the mirror half in `make integration`.
 model-fleet-bytes: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
 	ARM_INFERENCE_FLEET_BYTES=1 pytest -q -s -p no:cacheprovider tests/containers/test_model_sources.py
+
+# vllm_model's placement throughput outside CI (tests/harness/throughput.py): HTTP and S3 sources from local origins
+# against curl and boto3's transfer manager on the same files (MODEL_THROUGHPUT_FILES x MODEL_THROUGHPUT_MIB MiB,
+# MODEL_THROUGHPUT_WORKERS at once); the ratio in .cache/model-throughput/.
+model-throughput: setup
+	$(HARNESS) model-throughput
 
 # The execution environment (execution-environment.yml), outside CI: base image, ansible-builder, then
 # ansible-navigator runs preflight (EE_ARGS=--site: and site.yml) in it against one SSH host (tests/harness/ee.py).

@@ -409,7 +409,7 @@ def normalized_models(variables):
     workers = variables.get("vllm_model_download_workers", 4)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         _fail("vllm_model_download_workers", "must be an integer from 1 to %d" % MAX_WORKERS, workers,
-              "set the number of files of a hub model downloaded at once, such as 4")
+              "set the number of files of a model downloaded at once, such as 4")
     group = variables.get("vllm_model_group", "")
     if group not in ("", None) and (not isinstance(group, str) or not _GROUP.match(group)):
         _fail("vllm_model_group", "is not a group name", group,
@@ -566,9 +566,11 @@ def list_files(root):
     return sorted(found)
 
 
-def verify_files(root, expected):
+def verify_files(root, expected, hashed=None):
     """Check every file under root against expected {name: {"sha256" or "git_sha1", "size"}}; return the
-    manifest {name: {"sha256", "size"}}. Missing, extra, resized or altered files are refused."""
+    manifest {name: {"sha256", "size"}}. Missing, extra, resized or altered files are refused. hashed: {name:
+    sha256} of files this process wrote and hashed itself (a download that hashed its stream, or the file right after
+    writing it): those are not read a second time."""
     present = set(list_files(root))
     missing = sorted(set(expected) - present)
     extra = sorted(present - set(expected))
@@ -583,7 +585,7 @@ def verify_files(root, expected):
         if want.get("size") is not None and size != want["size"]:
             raise ModelStoreError("%s is %d bytes, the source announced %d: a truncated or corrupted download"
                                   % (name, size, want["size"]))
-        sha256 = file_sha256(path)
+        sha256 = (hashed or {}).get(name) or file_sha256(path)
         if want.get("sha256") and sha256 != want["sha256"].lower():
             raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
                                   % (name, sha256, want["sha256"].lower()))
@@ -645,6 +647,20 @@ def check_complete(root, revision):
                                      + (" and %d more" % (len(missing) - 5) if len(missing) > 5 else "")))
 
 
+def staged_bytes(staging):
+    """Bytes of the regular files in a staging directory (what an interrupted run left there); 0 when there is none
+    or it is not a directory of its own (a link is never followed)."""
+    if os.path.islink(staging) or not os.path.isdir(staging):
+        return 0
+    total = 0
+    for directory, subdirectories, files in os.walk(staging):
+        for name in files:
+            path = os.path.join(directory, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                total += os.path.getsize(path)
+    return total
+
+
 def free_bytes(path):
     """Free bytes on the file system of path (or its nearest existing parent), as an unprivileged writer sees them."""
     while not os.path.exists(path):
@@ -662,6 +678,10 @@ def check_free_disk(name, revision, needed, free, reserve_bytes, store):
             "%d bytes, %.2f GiB, plus vllm_model_min_free_disk_gib %.2f GiB); free space there, lower "
             "vllm_model_keep or move vllm_model_store" % (name, revision, free, store, free / gib, needed,
                                                           needed / gib, reserve_bytes / gib))
+
+
+class TransferRefused(ModelStoreError):
+    """A transfer stopped by the cap: the source sent more than it may. What arrived is never gone on from."""
 
 
 class TransferCap:
@@ -689,10 +709,10 @@ class TransferCap:
                     self.written += amount
                 total = self.written
             if over:
-                raise ModelStoreError("vllm_model_models (%s).source: %s sent more than the %d bytes it announced; the "
+                raise TransferRefused("vllm_model_models (%s).source: %s sent more than the %d bytes it announced; the "
                                       "transfer was stopped" % (self.name, shown(what), announced))
             if total > self.allowed:
-                raise ModelStoreError(
+                raise TransferRefused(
                     "vllm_model_models (%s).source: the download passed %d bytes, all that the disk check allowed "
                     "(free space less vllm_model_min_free_disk_gib), at %s, which announced %s; the transfer was "
                     "stopped" % (self.name, self.allowed, shown(what),

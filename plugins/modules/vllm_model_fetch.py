@@ -128,7 +128,7 @@ options:
     type: float
     default: 1
   workers:
-    description: Parallel hub downloads.
+    description: Files of a hub, HTTP(S) file list or S3 source downloaded at once.
     type: int
     default: 4
   ca_bundle:
@@ -285,6 +285,7 @@ placed:
   type: dict
 """
 
+import functools
 import grp
 import hashlib
 import json
@@ -294,8 +295,9 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves import http_client
 from ansible.module_utils.six.moves.urllib.parse import quote, urljoin
-from ansible.module_utils.urls import open_url
+from ansible.module_utils.urls import Request, make_context, open_url
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_archive
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_s3 as s3
@@ -382,6 +384,9 @@ class Store:
         self.state = store_rules.read_state(self.dir)
         self.current = store_rules.current_revision(self.dir) if os.path.isdir(self.dir) else None
         self.cap = None  # the TransferCap of a placement's downloads (fetch)
+        # {file: sha256} of what a download wrote, hashed by the download itself (as the bytes arrived, or right
+        # after, beside the other transfers): fetch's verification then reads that file no second time.
+        self.hashed = {}
 
     # Ownership: root, readable by the serving group only.
     def _own(self, path, directory):
@@ -534,28 +539,36 @@ class Store:
         against expected ({name: {sha256 or git_sha1, size}}; None when only the download knows the files, as for an
         archive: download returns them then), and the directory is renamed into place. With read (the source's
         reader of one small file, see serving_summary) vllm_serve's rules run on the revision's small files before
-        the fit and disk checks; they run again on the verified files in staging before the switch. A failure removes the
-        staging directory and leaves the previous revision current. Every transfer is capped (self.cap): at the size
-        its source announced, and all together at what the disk check allowed; weights larger than announced are
-        weighed again before the switch."""
+        the fit and disk checks; they run again on the verified files in staging before the switch. A failure leaves the
+        previous revision current and removes the staging directory, unless a transfer was interrupted
+        (TransferInterrupted): what arrived then stays in staging, and the next run for this revision goes on from
+        there (an HTTP file from its last byte, a file already complete is not fetched again) and verifies every
+        byte as usual. Every transfer is capped (self.cap): at the size its source announced, and all together at
+        what the disk check allowed; weights larger than announced are weighed again before the switch."""
         _announced(result, record)
         announced = record["weight_bytes"]
         result["fit"] = self.check_fit(revision, announced, summary=self.serving_summary(revision, record, expected,
                                                                                          read))
-        result["free_bytes"] = self.check_disk(revision, record["total_bytes"] if disk_bytes is None else disk_bytes)
+        staging = self.staging(revision)
+        kept = store_rules.staged_bytes(staging)  # what an interrupted run left to go on from
+        result["free_bytes"] = self.check_disk(revision, max(0, (record["total_bytes"] if disk_bytes is None
+                                                                 else disk_bytes) - kept))
         result["changed"] = True
         result["_record"] = record
         if self.module.check_mode:
             return self.finish(revision, result)
         self.cap = store_rules.TransferCap(result["free_bytes"] - self.reserve, self.name)
         self.ensure_dirs()
-        staging = self.staging(revision)
         try:
-            if os.path.lexists(staging):
+            if os.path.lexists(staging) and (os.path.islink(staging) or not os.path.isdir(staging)):
                 store_rules.remove_entry(self.dir, os.path.basename(staging))
-            os.mkdir(staging, 0o700)
+            if not os.path.isdir(staging):
+                os.mkdir(staging, 0o700)
+            elif kept:
+                result["resumed_bytes"] = kept
+            self.hashed = {}
             listed = download(staging)
-            files = store_rules.verify_files(staging, listed if expected is None else expected)
+            files = store_rules.verify_files(staging, listed if expected is None else expected, self.hashed)
             record.update(files=files, weight_bytes=store_rules.weight_bytes(
                 dict((name, entry["size"]) for name, entry in files.items())),
                 total_bytes=sum(entry["size"] for entry in files.values()))
@@ -618,10 +631,20 @@ def _announced(result, record):
     result["total_bytes"] = record["total_bytes"]
 
 
+class TransferInterrupted(ModelStoreError):
+    """A transfer stopped before its end (the network, the origin, a timeout): what arrived stays in staging for the
+    next run to go on from. Not a refusal (a checksum, a cap, a hostile answer), which removes staging."""
+
+
 def _fail_cleanly(store, staging, error):
-    if staging and os.path.isdir(staging):
+    kept = ""
+    if isinstance(error, TransferInterrupted) and staging and os.path.isdir(staging):
+        kept = "; the %d bytes that arrived stay in %s and the next run goes on from there" % (
+            store_rules.staged_bytes(staging), staging)
+    elif staging and os.path.isdir(staging):
         shutil.rmtree(staging, ignore_errors=True)
-    raise ModelStoreError("%s: %s; the previous revision (%s) stays current" % (store.name, error, store.current or "none"))
+    raise ModelStoreError("%s: %s; the previous revision (%s) stays current%s" % (
+        store.name, error, store.current or "none", kept))
 
 
 def hub_environment(store_root, ca_bundle):
@@ -769,15 +792,15 @@ def place_hub(store, module):
         largest = max([entry["size"] or 0 for entry in expected.values()] or [0])
         _hub_session(huggingface_hub, module.params["ca_bundle"], store.cap, largest)
         try:
-            with ThreadPoolExecutor(max_workers=max(1, module.params["workers"])) as pool:
-                list(pool.map(one, names))
+            _in_parallel(one, names, module.params["workers"])
         except ModelStoreError:
             raise
         except Exception as error:  # the client's download errors
             capped = _capped(error)
             if capped is not None:
                 raise capped
-            raise ModelStoreError("the download from %s failed (%s: %s)" % (api.endpoint, type(error).__name__, error))
+            raise TransferInterrupted("the download from %s failed (%s: %s)"
+                                      % (api.endpoint, type(error).__name__, error))
         finally:
             _hub_session(huggingface_hub, module.params["ca_bundle"])
         # The client's own bookkeeping inside local_dir is not part of the model.
@@ -878,9 +901,17 @@ def _http_base(model):
     return model["source"] if model["source"].endswith("/") else model["source"] + "/"
 
 
-def _http_open(model, url, method="GET", timeout=60, ca_bundle=None):
+@functools.lru_cache(maxsize=4)
+def _tls_context(ca_bundle):
+    """One TLS context per CA setting for all of a run's requests (ansible's own make_context, as open_url builds for
+    each request otherwise: reading the CA store took ~40 ms a request here)."""
+    return make_context(cafile=ca_bundle)
+
+
+def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0):
     try:
-        return open_url(url, method=method, timeout=timeout, follow_redirects="safe", ca_path=ca_bundle)
+        return Request().open(method, url, timeout=timeout, follow_redirects="safe", context=_tls_context(ca_bundle),
+                              headers={"Range": "bytes=%d-" % offset} if offset else None)
     except Exception as error:  # HTTPError, URLError, TLS and socket errors
         # Neither the URL's query (a presigned signature) nor the error's copy of it is printed.
         raise ModelStoreError("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, "
@@ -930,13 +961,18 @@ def place_http(store, module):
     existing = store.placed(revision)
     if existing:
         return store.reuse(revision, existing, result, ref=key)
-    sizes = dict((name, _http_size(model, base + quote(name), ca_bundle)) for name in expected)
+    names = sorted(expected)
+    sizes = dict(zip(names, _in_parallel(lambda name: _http_size(model, base + quote(name), ca_bundle), names,
+                                         module.params["workers"])))
     record = _record(model, revision, key, dict((name, {"sha256": expected[name], "size": sizes[name]})
                                                 for name in expected))
 
     def download(staging):
-        for name in sorted(expected):
-            _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle, store.cap, sizes[name])
+        def one(name):
+            store.hashed[name] = _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle,
+                                              store.cap, sizes[name])
+
+        _in_parallel(one, sorted(expected), module.params["workers"])
 
     def read(name, limit):
         response = _http_open(model, base + quote(name), ca_bundle=ca_bundle)
@@ -951,20 +987,47 @@ def place_http(store, module):
                        result, read=read)
 
 
-def _http_stream(model, url, path, ca_bundle, cap, limit=0, digest=None):
-    """Stream url into a new file at path, updating digest (a hashlib object) when given. More bytes than limit
-    (the size announced, when one was) or than the placement's cap allows (store.cap) are refused as they arrive."""
-    response = _http_open(model, url, ca_bundle=ca_bundle)
-    count = cap.counter(store_rules.redact_url(url), limit)
+def _http_stream(model, url, path, ca_bundle, cap, limit=0):
+    """Stream url into the file at path; returns the sha256 of the file's bytes, hashed as they arrived. More bytes
+    than limit (the size announced, when one was) or than the placement's cap allows (store.cap) are refused as they
+    arrive. With a size announced, a file an interrupted run left there goes on from its last byte (an HTTP range; an
+    origin that answers with the whole file instead starts it again), and a complete one is not fetched again; its
+    bytes on disk are hashed first. A transfer that stops early raises TransferInterrupted."""
+    offset = os.path.getsize(path) if limit and os.path.isfile(path) and not os.path.islink(path) else 0
+    offset = offset if offset <= limit else 0
+    digest = hashlib.sha256()
+    if offset:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(4 << 20), b""):
+                digest.update(block)
+        if offset == limit:
+            return digest.hexdigest()
     try:
-        with open(path, "wb") as handle:
-            for block in iter(lambda: response.read(1 << 20), b""):
+        response = _http_open(model, url, ca_bundle=ca_bundle, offset=offset)
+    except ModelStoreError as error:
+        raise TransferInterrupted(str(error))
+    if offset and response.headers.get("Content-Range", "").split("/")[0].strip() != "bytes %d-%d" % (offset, limit - 1):
+        offset, digest = 0, hashlib.sha256()  # the whole file came back: it starts again
+    count = cap.counter(store_rules.redact_url(url), limit - offset if limit else 0)
+    try:
+        with open(path, "ab" if offset else "wb") as handle:
+            while True:
+                try:
+                    block = response.read(4 << 20)
+                except (OSError, http_client.HTTPException) as error:
+                    raise TransferInterrupted("%s stopped after %d bytes (got %s: %s)" % (
+                        store_rules.redact_url(url), handle.tell(), type(error).__name__, error))
+                if not block:
+                    break
                 count(len(block))
-                if digest is not None:
-                    digest.update(block)
+                digest.update(block)
                 handle.write(block)
+            if limit and handle.tell() < limit:
+                raise TransferInterrupted("%s stopped after %d of its %d bytes" % (
+                    store_rules.redact_url(url), handle.tell(), limit))
     finally:
         response.close()  # a stopped transfer hangs up on the origin
+    return digest.hexdigest()
 
 
 def place_archive(store, module):
@@ -998,9 +1061,7 @@ def place_archive(store, module):
     def download(staging):
         path = staging + ".archive"  # beside staging, so the directory verified holds the model's files only
         try:
-            sha256 = hashlib.sha256()
-            _http_stream(model, model["source"], path, ca_bundle, store.cap, limit=size, digest=sha256)
-            got = sha256.hexdigest()
+            got = _http_stream(model, model["source"], path, ca_bundle, store.cap, limit=size)
             if got != digest:
                 raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
                                       % (name, got, digest))
@@ -1020,12 +1081,18 @@ def place_archive(store, module):
     return store.fetch(revision, record, None, download, result, disk_bytes=2 * size)
 
 
+def _in_parallel(function, names, workers):
+    """[function(name) for every name], up to `workers` (vllm_model_download_workers) at once; the first error
+    raised."""
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(function, names))
+
+
 def _staged_file(staging, name):
-    """The path of a file of the model inside staging, its directories created."""
+    """The path of a file of the model inside staging, its directories created (by any of the parallel transfers)."""
     store_rules.check_file_names([name], "staging %s" % staging, "nothing was written")
     target = os.path.join(staging, name)
-    if not os.path.isdir(os.path.dirname(target)):
-        os.makedirs(os.path.dirname(target), 0o700)
+    os.makedirs(os.path.dirname(target), 0o700, exist_ok=True)
     return store_rules.check_inside(staging, target)
 
 
@@ -1085,20 +1152,34 @@ def place_s3(store, module):
     existing = store.placed(revision)
     if existing:
         return store.reuse(revision, existing, result, ref=ref)
-    files = {}
-    for name in sorted(expected):
+
+    def size(name):
         key = _s3_key(model, name)
-        size = int(call(_s3_url(model, key), client.head_object, Bucket=model["bucket"], Key=key)["ContentLength"])
-        files[name] = {"sha256": expected[name], "size": size}
+        return int(call(_s3_url(model, key), client.head_object, Bucket=model["bucket"], Key=key)["ContentLength"])
+
+    names = sorted(expected)
+    files = dict((name, {"sha256": expected[name], "size": length})
+                 for name, length in zip(names, _in_parallel(size, names, module.params["workers"])))
     record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()))
 
     def download(staging):
-        for name in sorted(expected):
+        def one(name):
             key = _s3_key(model, name)
-            # boto3's managed transfer: ranged parts in parallel for large files.
-            count = store.cap.counter(_s3_url(model, key), files[name]["size"])
-            call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key,
-                 Filename=_staged_file(staging, name), Callback=count)
+            path = _staged_file(staging, name)
+            if not (os.path.isfile(path) and os.path.getsize(path) == files[name]["size"]):  # else a run before got it
+                # boto3's managed transfer: ranged parts in parallel for large files.
+                count = store.cap.counter(_s3_url(model, key), files[name]["size"])
+                try:
+                    call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key, Filename=path,
+                         Callback=count)
+                except store_rules.TransferRefused:
+                    raise
+                except ModelStoreError as error:
+                    raise TransferInterrupted(str(error))
+            # Hashed now, while the other files still arrive (boto3 writes the parts itself, so not as they arrive).
+            store.hashed[name] = store_rules.file_sha256(path)
+
+        _in_parallel(one, sorted(expected), module.params["workers"])
 
     def read(name, limit):
         key = _s3_key(model, name)

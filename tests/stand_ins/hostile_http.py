@@ -7,6 +7,11 @@ It serves a directory as a plain origin does (GET and HEAD with Content-Length),
   endless  HEAD announces no length; GET answers with chunked transfer encoding and never stops sending (until the
            client hangs up, or `ceiling` bytes, a safety stop for a client that does not).
   lying    HEAD announces the file's real size; GET sends the file and then more bytes, chunked, without a length.
+  cut      the first GET announces the whole file but sends half of it and hangs up (a broken connection); later
+           GETs answer as a plain origin does.
+  cut-norange  as cut, but later GETs ignore a Range header and send the whole file (an origin without ranges).
+A plain origin's GET honours `Range: bytes=<first>-` with 206 and Content-Range, as real servers do; every Range
+header received is kept in `ranges` ([(file, header)]).
 served() tells how many body bytes it has sent for a file, so a test can show the client stopped early.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
@@ -43,9 +49,30 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = open(path, "rb").read()
         mode = self.server.hostile.get(name)
+        if body and mode in ("cut", "cut-norange") and name not in self.server.cut:
+            self.server.cut.add(name)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self._count(name, self.wfile.write(data[:len(data) // 2]))
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        ranged = re.match(r"^bytes=(\d+)-$", self.headers.get("Range", "")) if body else None
+        if self.headers.get("Range"):
+            with self.server.lock:
+                self.server.ranges.append((name, self.headers["Range"]))
+        if ranged and mode != "cut-norange" and int(ranged.group(1)) < len(data):
+            start = int(ranged.group(1))
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+            self.send_header("Content-Length", str(len(data) - start))
+            self.end_headers()
+            self._count(name, self.wfile.write(data[start:]))
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
-        if mode is None or (mode == "lying" and not body):
+        if mode in (None, "cut", "cut-norange") or (mode == "lying" and not body):
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             if body:
@@ -80,7 +107,7 @@ def hostile_origin(directory, hostile, ceiling=1 << 30):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.daemon_threads, server.block_on_close = True, False  # a handler still writing never holds the test
     server.directory, server.hostile, server.ceiling = str(directory), dict(hostile), ceiling
-    server.sent, server.lock = {}, threading.Lock()
+    server.sent, server.lock, server.cut, server.ranges = {}, threading.Lock(), set(), []
     server.served = lambda name: server.sent.get(name, 0)
     with serving(server):
         yield server

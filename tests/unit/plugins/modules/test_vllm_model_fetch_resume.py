@@ -1,0 +1,96 @@
+"""A transfer that stops early is gone on from, not started again: what arrived stays in the revision's staging
+directory, and the next run asks an HTTP(S) origin for the rest of the file (a Range request) and fetches no file that
+is already complete; every byte is still verified against the pins, and what fails its checksum is removed, so the run
+after that starts from zero. Against the hostile origin stand-in (tests/stand_ins/hostile_http.py), whose `cut` file
+hangs up half-way the first time. On the old code the staging directory was removed on any failure and the second run
+fetched the whole file again."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from model_fetch import run_module
+from stand_ins.hostile_http import hostile_origin
+from stand_ins.tiny_model import write_tiny_model
+
+SHARD = "model.safetensors"
+
+
+def model(tmp_path):
+    root = write_tiny_model(str(tmp_path / "web"), seed=77, hidden=256, vocab=1024)  # a 2 MiB shard
+    sums = dict((name, hashlib.sha256(open(os.path.join(root, name), "rb").read()).hexdigest())
+                for name in os.listdir(root))
+    return root, sums
+
+
+def staging(store):
+    [entry] = [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
+    return store / "tiny" / entry
+
+
+def place(capsys, server, store, sums):
+    return run_module(capsys, store=str(store), name="tiny", source=server.url + "/", sha256=sums, min_free_disk_gib=0)
+
+
+def test_an_interrupted_transfer_is_gone_on_from_by_the_next_run(capsys, tmp_path):
+    root, sums = model(tmp_path)
+    size = os.path.getsize(os.path.join(root, SHARD))
+    store = tmp_path / "store"
+    with hostile_origin(root, {SHARD: "cut"}) as server:
+        first = place(capsys, server, store, sums)
+        assert first.get("failed") is True, first
+        assert "stopped after %d of its %d bytes" % (size // 2, size) in first["msg"], first["msg"]
+        assert "bytes that arrived stay in %s" % staging(store) in first["msg"], first["msg"]
+        assert os.path.getsize(staging(store) / SHARD) == size // 2
+        assert not os.path.lexists(store / "tiny" / "current")
+        second = place(capsys, server, store, sums)
+        assert second.get("failed") is not True, second
+        assert second["resumed_bytes"] >= size // 2, second
+        assert server.ranges == [(SHARD, "bytes=%d-" % (size // 2))], server.ranges
+        assert server.served(SHARD) == size  # half, then the other half: never the whole file twice
+    placed = store / "tiny" / "current" / SHARD
+    assert hashlib.sha256(placed.read_bytes()).hexdigest() == sums[SHARD]
+    assert not [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
+
+
+def test_bytes_that_do_not_verify_are_not_gone_on_from_twice(capsys, tmp_path):
+    root, sums = model(tmp_path)
+    store = tmp_path / "store"
+    with hostile_origin(root, {SHARD: "cut"}) as server:
+        assert place(capsys, server, store, sums).get("failed") is True
+        with open(staging(store) / SHARD, "r+b") as handle:  # what arrived was damaged on disk
+            handle.write(b"\xff" * 64)
+        second = place(capsys, server, store, sums)
+        assert second.get("failed") is True, second
+        assert "%s has sha256 " % SHARD in second["msg"] and "stay in" not in second["msg"], second["msg"]
+        assert not [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
+        third = place(capsys, server, store, sums)
+    assert third.get("failed") is not True, third
+    assert "resumed_bytes" not in third
+
+
+def test_an_origin_without_ranges_sends_the_file_again_and_it_still_verifies(capsys, tmp_path):
+    root, sums = model(tmp_path)
+    size = os.path.getsize(os.path.join(root, SHARD))
+    store = tmp_path / "store"
+    with hostile_origin(root, {SHARD: "cut-norange"}) as server:
+        assert place(capsys, server, store, sums).get("failed") is True
+        second = place(capsys, server, store, sums)
+        assert second.get("failed") is not True, second
+        assert server.ranges == [(SHARD, "bytes=%d-" % (size // 2))] and server.served(SHARD) == size // 2 + size
+    assert hashlib.sha256((store / "tiny" / "current" / SHARD).read_bytes()).hexdigest() == sums[SHARD]
+
+
+def test_a_file_already_complete_in_staging_is_not_fetched_again(capsys, tmp_path):
+    root, sums = model(tmp_path)
+    store = tmp_path / "store"
+    with hostile_origin(root, {"config.json": "cut"}) as server:
+        assert place(capsys, server, store, sums).get("failed") is True
+        if not os.path.isfile(staging(store) / SHARD):  # the shard may not have been reached: place it as it arrives
+            with open(os.path.join(root, SHARD), "rb") as source, open(staging(store) / SHARD, "wb") as copy:
+                copy.write(source.read())
+        before = server.served(SHARD)
+        second = place(capsys, server, store, sums)
+        assert second.get("failed") is not True, second
+        assert server.served(SHARD) == before
