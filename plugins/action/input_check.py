@@ -212,9 +212,10 @@ class ActionModule(ActionBase):
                "kv_cache_min_gib": serve["kv_cache_min_gib"], "memory_headroom_gib": serve["memory_headroom_gib"]}
         common = {"action": "reach", "store": variables["vllm_model_store"], "fit": fit,
                   "min_free_disk_gib": variables["vllm_model_min_free_disk_gib"]}
-        if variables.get("vllm_model_ca_bundle"):
-            with open(os.path.expanduser(variables["vllm_model_ca_bundle"]), encoding="utf-8") as handle:
-                common["ca_bundle_pem"] = handle.read()
+        common["verify"] = variables.get("vllm_model_verify", "quick")
+        if variables.get("vllm_model_ca_bundle"):  # a PEM bundle: the rules refused any other file
+            with open(os.path.expanduser(variables["vllm_model_ca_bundle"]), "rb") as handle:
+                common["ca_bundle_pem"] = handle.read().decode("ascii", "replace")
         # Hub and S3 sources are asked through their clients where the role's tools venv has them already.
         tools = dict(task_vars, ansible_python_interpreter=variables["vllm_model_tools_venv"] + "/bin/python")
         if any(model["clients"] for model in models):
@@ -237,6 +238,9 @@ class ActionModule(ActionBase):
             answer = self._execute_module(module_name="arm_inference.vllm.vllm_model_fetch",
                                           module_args=dict(common, **arguments),
                                           task_vars=tools if model["clients"] else task_vars)
+            for warning in answer.get("warnings") or []:  # text, or ansible-core 2.19's summary of one
+                text = (warning.get("event") or {}).get("msg") if isinstance(warning, dict) else warning
+                display.warning("%s: %s" % (task_vars.get("inventory_hostname"), text or warning))
             if answer.get("failed"):
                 errors.append(" ".join(str(answer.get("msg", "")).split()))
             else:

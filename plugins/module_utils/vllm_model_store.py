@@ -432,6 +432,9 @@ def normalized_models(variables):
     if bundle and (not isinstance(bundle, str) or not os.path.isfile(os.path.expanduser(bundle))):
         _fail("vllm_model_ca_bundle", "names no file on the controller", bundle,
               "give the path of a PEM bundle on the machine running ansible-playbook, or leave it empty")
+    if bundle and not _is_pem_bundle(os.path.expanduser(bundle)):
+        _fail("vllm_model_ca_bundle", "is not a PEM bundle of certificates (the clients read no other form)", bundle,
+              "convert it (openssl x509 -inform der -in <file> -out <file>.pem) and name the PEM file")
     result, seen = [], {}
     for index, model in enumerate(models):
         entry = normalize_model(model, index)
@@ -441,6 +444,15 @@ def normalized_models(variables):
         seen[entry["name"]] = index
         result.append(entry)
     return result
+
+
+def _is_pem_bundle(path, limit=16 << 20):
+    """Whether the file holds at least one PEM certificate (a DER file or another file does not)."""
+    try:
+        with open(path, "rb") as handle:
+            return b"-----BEGIN CERTIFICATE-----" in handle.read(limit)
+    except OSError:
+        return False
 
 
 def tool_lock_files(pins):
@@ -659,6 +671,27 @@ def staged_bytes(staging):
             if os.path.isfile(path) and not os.path.islink(path):
                 total += os.path.getsize(path)
     return total
+
+
+def staging_entries(model_dir):
+    """The staging entries of a model's directory (directories and archive files interrupted runs left)."""
+    if not os.path.isdir(model_dir):
+        return []
+    return sorted(entry for entry in os.listdir(model_dir) if entry.startswith(STAGING_PREFIX))
+
+
+def remove_unlisted(staging, listed, keep=()):
+    """Remove from staging every file not in listed (relative names) and every entry that is not a regular file or
+    directory, except the top-level directories in keep: what a run goes on from is only what its source lists."""
+    for directory, subdirectories, files in os.walk(staging, topdown=True):
+        relative = os.path.relpath(directory, staging)
+        if relative == ".":
+            subdirectories[:] = [name for name in subdirectories if name not in keep]
+        for name in files + [entry for entry in subdirectories if os.path.islink(os.path.join(directory, entry))]:
+            path = os.path.join(directory, name)
+            if os.path.islink(path) or not os.path.isfile(path) or os.path.normpath(os.path.join(relative, name)) \
+                    not in listed:
+                os.unlink(path)
 
 
 def free_bytes(path):

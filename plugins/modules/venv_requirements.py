@@ -46,10 +46,6 @@ unsatisfied:
   returned: always
   type: list
   elements: str
-python_found:
-  description: Whether O(python) exists as an executable (false on a host where the venv was never created).
-  returned: always
-  type: bool
 """
 
 import json
@@ -112,7 +108,7 @@ def main():
                                           "requirements": {"type": "list", "elements": "str", "required": True}},
                            supports_check_mode=True)
     pending = unsatisfied(module.run_command, module.params["python"], module.params["requirements"])
-    module.exit_json(changed=False, unsatisfied=pending, python_found=os.access(module.params["python"], os.X_OK))
+    module.exit_json(changed=False, unsatisfied=pending)
 
 
 if __name__ == "__main__":

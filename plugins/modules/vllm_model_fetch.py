@@ -292,7 +292,7 @@ import json
 import os
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves import http_client
@@ -532,7 +532,7 @@ class Store:
                 store_rules.write_state(self.dir, self.state)
         return self.finish(revision, result)
 
-    def fetch(self, revision, record, expected, download, result, disk_bytes=None, read=None):
+    def fetch(self, revision, record, expected, download, result, disk_bytes=None, read=None, keep_in_staging=()):
         """Place a revision not held yet. Before the first byte: weigh it against the host's memory and check free
         disk (disk_bytes, default the record's total_bytes), from the sizes the source announced (record). Then
         download(staging) writes the files into a staging directory on the store's file system, each is verified
@@ -543,21 +543,27 @@ class Store:
         previous revision current and removes the staging directory, unless a transfer was interrupted
         (TransferInterrupted): what arrived then stays in staging, and the next run for this revision goes on from
         there (an HTTP file from its last byte, a file already complete is not fetched again) and verifies every
-        byte as usual. Every transfer is capped (self.cap): at the size its source announced, and all together at
-        what the disk check allowed; weights larger than announced are weighed again before the switch."""
+        byte as usual (keep_in_staging: directories of a client's own partial files it goes on from). Every transfer
+        is capped (self.cap): at the size its source announced, and all together at what the disk check allowed;
+        weights larger than announced are weighed again before the switch."""
         _announced(result, record)
         announced = record["weight_bytes"]
         result["fit"] = self.check_fit(revision, announced, summary=self.serving_summary(revision, record, expected,
                                                                                          read))
         staging = self.staging(revision)
         kept = store_rules.staged_bytes(staging)  # what an interrupted run left to go on from
+        # What interrupted runs left for other revisions (a branch that moved since) goes now: it is counted as free.
+        stale = [entry for entry in store_rules.staging_entries(self.dir) if entry != os.path.basename(staging)]
+        reclaimed = sum(store_rules.staged_bytes(os.path.join(self.dir, entry)) for entry in stale)
         result["free_bytes"] = self.check_disk(revision, max(0, (record["total_bytes"] if disk_bytes is None
-                                                                 else disk_bytes) - kept))
+                                                                 else disk_bytes) - kept - reclaimed))
         result["changed"] = True
         result["_record"] = record
         if self.module.check_mode:
             return self.finish(revision, result)
-        self.cap = store_rules.TransferCap(result["free_bytes"] - self.reserve, self.name)
+        for entry in stale:
+            store_rules.remove_entry(self.dir, entry)
+        self.cap = store_rules.TransferCap(result["free_bytes"] + reclaimed - self.reserve, self.name)
         self.ensure_dirs()
         try:
             if os.path.lexists(staging) and (os.path.islink(staging) or not os.path.isdir(staging)):
@@ -565,7 +571,9 @@ class Store:
             if not os.path.isdir(staging):
                 os.mkdir(staging, 0o700)
             elif kept:
-                result["resumed_bytes"] = kept
+                # Only the files this source lists go on (what another source's client left there does not).
+                store_rules.remove_unlisted(staging, set(expected or {}), keep_in_staging)
+                result["resumed_bytes"] = store_rules.staged_bytes(staging)
             self.hashed = {}
             listed = download(staging)
             files = store_rules.verify_files(staging, listed if expected is None else expected, self.hashed)
@@ -631,6 +639,10 @@ def _announced(result, record):
     result["total_bytes"] = record["total_bytes"]
 
 
+class SourceUnreachable(ModelStoreError):
+    """The source gave no answer at all (the network, DNS, TLS, a timeout), as opposed to an answer that refuses."""
+
+
 class TransferInterrupted(ModelStoreError):
     """A transfer stopped before its end (the network, the origin, a timeout): what arrived stays in staging for the
     next run to go on from. Not a refusal (a checksum, a cap, a hostile answer), which removes staging."""
@@ -694,10 +706,10 @@ def _hub_refusal(model, endpoint, requested, code):
 
 
 def _hub_unreachable(model, endpoint, error, where=""):
-    return ModelStoreError("vllm_model_models (%s).endpoint: the hub at %s cannot be reached%s (got %s: %s); check the "
-                           "endpoint, proxy and CA settings, or pin a revision already placed"
-                           % (model["name"], endpoint, where, type(error).__name__,
-                              " ".join(str(error).split())[:300]))
+    return SourceUnreachable(
+        "vllm_model_models (%s).endpoint: the hub at %s cannot be reached%s (got %s: %s); check the endpoint, proxy and "
+        "CA settings, or pin a revision already placed" % (model["name"], endpoint, where, type(error).__name__,
+                                                           " ".join(str(error).split())[:300]))
 
 
 def _hub_pins(model, api, requested):
@@ -824,7 +836,7 @@ def place_hub(store, module):
             raise ModelStoreError("%s cannot be read from %s (%s: %s)" % (
                 name, api.endpoint, type(error).__name__, " ".join(str(error).split())[:200]))
 
-    return store.fetch(revision, record, expected, download, result, read=read)
+    return store.fetch(revision, record, expected, download, result, read=read, keep_in_staging=(".cache",))
 
 
 def _hub_session(huggingface_hub, ca_bundle, cap=None, largest=0):
@@ -913,11 +925,12 @@ def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0):
         return Request().open(method, url, timeout=timeout, follow_redirects="safe", context=_tls_context(ca_bundle),
                               headers={"Range": "bytes=%d-" % offset} if offset else None)
     except Exception as error:  # HTTPError, URLError, TLS and socket errors
-        # Neither the URL's query (a presigned signature) nor the error's copy of it is printed.
-        raise ModelStoreError("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, "
-                              "proxy and CA settings" % (model["name"], store_rules.redact_url(url),
-                                                         type(error).__name__,
-                                                         str(error).replace(url, store_rules.redact_url(url))))
+        # Neither the URL's query (a presigned signature) nor the error's copy of it is printed. An HTTP status is an
+        # answer; anything else is no answer at all.
+        kind = ModelStoreError if getattr(error, "code", None) is not None else SourceUnreachable
+        raise kind("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, proxy and CA "
+                   "settings" % (model["name"], store_rules.redact_url(url), type(error).__name__,
+                                 str(error).replace(url, store_rules.redact_url(url))))
 
 
 def _http_key(model):
@@ -1061,7 +1074,10 @@ def place_archive(store, module):
     def download(staging):
         path = staging + ".archive"  # beside staging, so the directory verified holds the model's files only
         try:
-            got = _http_stream(model, model["source"], path, ca_bundle, store.cap, limit=size)
+            try:
+                got = _http_stream(model, model["source"], path, ca_bundle, store.cap, limit=size)
+            except TransferInterrupted as error:  # the archive file goes (finally): nothing to go on from
+                raise ModelStoreError(str(error))
             if got != digest:
                 raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
                                       % (name, got, digest))
@@ -1082,10 +1098,18 @@ def place_archive(store, module):
 
 
 def _in_parallel(function, names, workers):
-    """[function(name) for every name], up to `workers` (vllm_model_download_workers) at once; the first error
-    raised."""
+    """[function(name) for every name], up to `workers` (vllm_model_download_workers) at once. After the first error
+    nothing more starts; of the errors, a refusal (a cap, a checksum, a hostile answer: staging goes) is raised before
+    an interruption (staging stays for the next run)."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(function, names))
+        futures = [pool.submit(function, name) for name in names]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for future in futures:
+            future.cancel()  # those not started yet
+    errors = [future.exception() for future in futures if not future.cancelled() and future.exception() is not None]
+    if errors:
+        raise next((error for error in errors if not isinstance(error, TransferInterrupted)), errors[0])
+    return [future.result() for future in futures]
 
 
 def _staged_file(staging, name):
@@ -1412,7 +1436,9 @@ def _hub_api(model, ref, ca_bundle, blobs=False):
                                               "?blobs=true" if blobs else "")
     headers = {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
     try:
-        response = open_url(url, headers=headers, timeout=30, follow_redirects="safe", ca_path=ca_bundle)
+        # The token goes to the hub only, never along a redirect (the hub client strips it on one too).
+        response = open_url(url, headers=headers, timeout=30, follow_redirects="safe", ca_path=ca_bundle,
+                            unredirected_headers=["Authorization"])
         body = response.read(16 << 20)
     except Exception as error:  # HTTPError carries the hub's X-Error-Code; the rest is the network
         code = error.headers.get("X-Error-Code", "") if getattr(error, "headers", None) is not None else ""
@@ -1467,34 +1493,65 @@ def _importable(name):
 
 
 def reach_source(store, module):
-    """Can this host place its model? A revision the host holds intact needs nothing (no network, as a re-run). Else
-    the source is asked what placing it asks first, and the fit and disk checks run on the sizes it announces: an
-    HTTP(S) file list or archive, and a hub or S3 source where this Python has its client (the tools venv), through
-    action place in check mode (for a file list also its small files under vllm_serve's rules); a hub source without
-    the client through the hub's API (the commit, each file's checksum and size); an S3 source without boto3 by
-    reaching its endpoint (any answer of the bucket's server; its credentials are checked when the role places it);
-    a host directory by being there. A controller source is the controller's to read (the role's action manifest)."""
+    """Can this host place its model? A revision the host holds intact needs nothing (no network, as a re-run), but
+    a hub branch or tag is asked where it leads now, as the run will ask the controller. Else the source is asked
+    what placing it asks first, and the fit and disk checks run on the sizes it announces (and vllm_serve's rules on
+    its small files, where the source serves them): an HTTP(S) file list or archive, and a hub or S3 source where this
+    Python has its client (the tools venv), through action place in check mode; a hub source without the client
+    through the hub's API and file URLs; an S3 source without boto3 by reaching its endpoint (any answer of the
+    bucket's server; its credentials are checked when the role places it); a host directory by being there. A
+    controller source is the controller's to read (the role's action manifest). A source that gives no answer at
+    all is not fatal where the run would not need it: a branch whose recorded commit this host holds (the run keeps
+    that commit when the hub cannot be reached), or a model with a fleet mirror (one host seeds it, the others read
+    the mirror); a warning says so."""
     model = store.model
     revision = _known_revision(store, model)
-    if revision and store.placed(revision):
+    held = bool(revision and store.placed(revision))
+    branch = model["kind"] == "hf" and not store_rules.is_commit(model["revision"]) and not model["resolved"]
+    if held and not branch:
         return {"changed": False, "needed": False, "revision": revision, "reached": "placed"}
-    result = {"changed": False, "needed": True, "revision": revision}
-    kind = model["kind"]
+    try:
+        if branch:  # where it leads now (the hub's API, no client needed); then that commit is what is asked
+            model["resolved"] = _hub_api_answer(model, model["revision"], module.params["ca_bundle"])[0]
+        answer = _ask_source(store, module)
+    except SourceUnreachable as error:
+        if not (held or model["mirror"]):
+            raise
+        module.warn("%s; %s" % (error, "this host keeps the commit %s it holds for %s unless the controller resolves "
+                                "it" % (revision, model["revision"]) if held else "the fleet's mirror %s must hold the "
+                                "revision, or one host reach the origin to seed it" % store_rules.redact_url(
+                                    model["mirror"])))
+        return {"changed": False, "needed": not held, "revision": revision,
+                "reached": "placed (the source did not answer)" if held else "mirror (the origin did not answer)"}
+    if answer.get("revision") and store.placed(answer["revision"]):
+        return {"changed": False, "needed": False, "revision": answer["revision"], "reached": "placed"}
+    return dict(answer, changed=False, needed=True)
+
+
+def _ask_source(store, module):
+    model, kind = store.model, store.model["kind"]
     if kind == "controller":
-        return dict(result, reached="on the controller")
+        return {"revision": None, "reached": "on the controller"}
     if kind == "host":
         if not os.path.isdir(model["location"]):
             raise ModelStoreError("vllm_model_models (%s).source: %s is not a directory on this host (got %s); place the "
                                   "model's directory there first, or point source at it"
                                   % (model["name"], model["location"], store_rules.shown(model["source"])))
-        return dict(result, reached="directory")
+        return {"revision": None, "reached": "directory"}
     client = {"hf": "huggingface_hub", "s3": "boto3"}.get(kind)
     if client is None or _importable(client):
-        placed = PLACE[kind](store, module)  # check mode: nothing is written
-        return dict(placed, changed=False, needed=True, reached="source")
+        return dict(PLACE[kind](store, module), reached="source")  # check mode: nothing is written
     if kind == "hf":
-        return dict(result, reached="hub API", **_reach_hub(store, module))
-    return dict(result, reached="endpoint", **_reach_s3_endpoint(model, module.params["ca_bundle"]))
+        return dict(_reach_hub(store, module), reached="hub API")
+    return dict(_reach_s3_endpoint(model, module.params["ca_bundle"]), revision=None, reached="endpoint")
+
+
+def _hub_api_answer(model, ref, ca_bundle, blobs=False):
+    """_hub_api from this host: no answer is SourceUnreachable."""
+    try:
+        return _hub_api(model, ref, ca_bundle, blobs=blobs)
+    except _HubUnreachable as unreachable:
+        raise _hub_unreachable(model, _hub_endpoint(model), unreachable.args[0], " from this host")
 
 
 def _reach_hub(store, module):
@@ -1502,10 +1559,8 @@ def _reach_hub(store, module):
     weighed by the fit and disk checks."""
     model = store.model
     endpoint = _hub_endpoint(model)
-    try:
-        revision, answer = _hub_api(model, model["resolved"] or model["revision"], module.params["ca_bundle"], blobs=True)
-    except _HubUnreachable as unreachable:
-        raise _hub_unreachable(model, endpoint, unreachable.args[0], " from this host")
+    revision, answer = _hub_api_answer(model, model["resolved"] or model["revision"], module.params["ca_bundle"],
+                                       blobs=True)
     listed = answer.get("siblings")
     if not isinstance(listed, list) or not all(isinstance(entry, dict) and isinstance(entry.get("rfilename"), str)
                                                for entry in listed):
@@ -1524,11 +1579,28 @@ def _reach_hub(store, module):
             "lfs_sha256": text(lfs.get("sha256")) if lfs else None, "lfs_size": lfs.get("size") if lfs else None}
     expected = _hub_expected(model, endpoint, revision, siblings)
     if store.placed(revision):  # a branch now leading to a commit this host holds
-        return {"revision": revision, "needed": False}
+        return {"revision": revision}
     record = _record(model, revision, model["revision"], dict(
         (name, {"size": entry["size"] or 0}) for name, entry in expected.items()))
+
+    def read(name, limit):
+        """One small file from the hub's file URL (the token to the hub only), held to limit + 1 bytes."""
+        url = "%s/%s/resolve/%s/%s" % (endpoint, model["location"], revision, quote(name))
+        headers = {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
+        try:
+            response = open_url(url, headers=headers, timeout=60, follow_redirects="safe",
+                                ca_path=module.params["ca_bundle"], unredirected_headers=["Authorization"])
+            try:
+                return response.read(limit + 1)
+            finally:
+                response.close()
+        except Exception as error:  # HTTP and network errors
+            raise ModelStoreError("%s cannot be read from %s (%s: %s)" % (name, endpoint, type(error).__name__,
+                                                                          " ".join(str(error).split())[:200]))
+
+    summary = store.serving_summary(revision, record, expected, read)
     return {"revision": revision, "weight_bytes": record["weight_bytes"], "total_bytes": record["total_bytes"],
-            "fit": store.check_fit(revision, record["weight_bytes"]),
+            "fit": store.check_fit(revision, record["weight_bytes"], summary=summary),
             "free_bytes": store.check_disk(revision, record["total_bytes"])}
 
 
@@ -1542,7 +1614,7 @@ def _reach_s3_endpoint(model, ca_bundle):
                  ca_path=ca_bundle).close()
     except Exception as error:  # an HTTP status is an answer; the rest is the network
         if getattr(error, "code", None) is None:
-            raise s3.error_line(model, s3.url(model["bucket"], model["prefix"]), error)
+            raise SourceUnreachable(str(s3.error_line(model, s3.url(model["bucket"], model["prefix"]), error)))
     return {"endpoint": endpoint}
 
 

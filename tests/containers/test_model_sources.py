@@ -462,3 +462,40 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
     assert report["once_through_the_mirror"]["hub_bytes"] == model_bytes(fleet_model) + small
     assert report["once_through_the_mirror"]["controller_upload_bytes"] == size
     assert report["once_through_the_mirror"]["controller_bytes"] < size
+
+
+def test_a_branch_means_one_commit_for_every_batch_of_a_serial_run(host, hub, tmp_path):
+    """rolling_update.yml's shape: the preflight play, then the role in batches of one host. `main` moves to another
+    commit after the first batch (a task of the play rewrites the hub's refs); every host still places the commit
+    `main` meant when the run began, resolved once, for every host, in the preflight play. On the old code each batch
+    resolved `main` again, so the second host placed the new commit."""
+    refs = hub.root / "org" / "tiny" / "refs.json"
+    aliases = ("batch-1", "batch-2")
+    playbook = tmp_path / "batches.yml"
+    playbook.write_text(json.dumps([
+        {"import_playbook": str(REPO_ROOT / "playbooks" / "preflight.yml"), "vars": {"preflight_roles": ["vllm_model"]}},
+        {"name": "Place in batches", "hosts": "vllm_hosts", "become": True, "gather_facts": False, "serial": 1,
+         "roles": [{"role": "arm_inference.vllm.vllm_model"}],
+         "post_tasks": [{"name": "Move main on the hub", "delegate_to": "localhost", "become": False, "run_once": True,
+                         "changed_when": False, "ansible.builtin.copy": {
+                             "content": json.dumps(dict(COMMITS, main=COMMITS["v3"])), "dest": str(refs),
+                             "mode": "0644"}},
+                        {"name": "Save what the host placed", "delegate_to": "localhost", "become": False,
+                         "changed_when": False, "ansible.builtin.copy": {
+                             "content": "{{ vllm_model_placed | to_json }}", "mode": "0644",
+                             "dest": str(tmp_path / "placed-{{ inventory_hostname }}.json")}}]},
+    ]))
+    alias_hosts = [type("Alias", (), {"name": alias}) for alias in aliases]
+    host_vars = dict((alias, {"ansible_host": host.name, "vllm_model_store": "/var/lib/vllm-%s" % alias})
+                     for alias in aliases)
+    try:
+        result = run_playbook(alias_hosts, tmp_path, str(playbook), dict(PIP, vllm_model_models=[hub_model(hub, "main")]),
+                              host_vars=host_vars)
+    finally:
+        refs.write_text(json.dumps(COMMITS))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.stdout.count("tiny: hf://org/tiny main is commit %s for every host" % COMMITS["main"]) == 1, \
+        result.stdout[-3000:]
+    placed = dict((alias, json.loads((tmp_path / ("placed-%s.json" % alias)).read_text())["tiny"]["revision"])
+                  for alias in aliases)
+    assert placed == dict((alias, COMMITS["main"]) for alias in aliases), placed

@@ -9,7 +9,8 @@ plus the hub's error codes (RevisionNotFound, RepoNotFound, GatedRepo: X-Error-C
 a role.
 
 Repositories are directories: <root>/<org>/<name>/<commit>/<files...> and <root>/<org>/<name>/refs.json
-({"main": "<commit>"}); a file gated.json there names the token the repository requires. Metadata is
+({"main": "<commit>"}, read again for each answer, so a branch can move while the stand-in runs); a file gated.json
+there names the token the repository requires. Metadata is
 computed once at start-up, as the hub stores it at push time, and bytes are read from disk per request:
 a file changed on disk after start-up is served with the old sha256 announced, which is how the tests
 produce a corrupted download. GET /_stand_in/bytes-served answers how many file bytes it has sent, so a test
@@ -71,7 +72,7 @@ def load_repositories(root):
                 commits[commit] = {"base": base, "files": files}
             answer = os.path.join(directory, "answer.json")
             repositories["%s/%s" % (org, name)] = {
-                "refs": refs, "commits": commits,
+                "refs": refs, "refs_path": os.path.join(directory, "refs.json"), "commits": commits,
                 "answers": json.load(open(answer)) if os.path.exists(answer) else {},
                 "token": json.load(open(gated))["token"] if os.path.exists(gated) else None}
     return repositories
@@ -110,6 +111,9 @@ class HubHandler(BaseHTTPRequestHandler):
         return repository
 
     def _commit(self, repository, revision):
+        # refs.json is read again for each answer: a test can move a branch while the stand-in runs.
+        with open(repository["refs_path"]) as refs:
+            repository["refs"] = json.load(refs)
         commit = repository["refs"].get(revision, revision)
         if commit not in repository["commits"]:
             self._error(404, "RevisionNotFound", "Invalid rev id: %s" % revision)

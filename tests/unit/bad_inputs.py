@@ -136,6 +136,8 @@ CASES = [
     ({"vllm_model_min_free_disk_gib": -1}, "vllm_model_min_free_disk_gib"),
     ({"vllm_model_verify": "sometimes"}, "vllm_model_verify"),
     ({"vllm_model_ca_bundle": "/nonexistent/proxy-ca.pem"}, "vllm_model_ca_bundle"),
+    # A file that is no PEM bundle (a DER certificate is refused the same way): the controller's own /etc/hostname.
+    ({"vllm_model_ca_bundle": "/etc/hostname"}, "vllm_model_ca_bundle"),
     ({"vllm_model_models": [dict(S3_MODEL, source="s3://Models_1/tiny")]}, "vllm_model_models[0] (tiny).source"),
     ({"vllm_model_models": [dict(S3_MODEL, source="s3://models/a/../tiny")]}, "vllm_model_models[0] (tiny).source"),
     ({"vllm_model_models": [dict(S3_MODEL, region="Frankfurt")]}, "vllm_model_models[0] (tiny).region"),

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from importlib import metadata
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.arm_inference.vllm.plugins.modules import venv_requirements
 
@@ -61,14 +59,3 @@ def test_an_answer_that_is_not_a_list_of_the_requirements_asked_counts_as_none(v
     assert venv_requirements.unsatisfied(lambda argv: (0, '["something else"]\n', ""), python, asked) == asked
     assert venv_requirements.unsatisfied(lambda argv: (0, "garbage", ""), python, asked) == asked
     assert venv_requirements.unsatisfied(lambda argv: (1, "[]", "Traceback"), python, asked) == asked
-
-
-def test_the_module_says_whether_the_venv_has_a_python(capsys, venv, tmp_path):
-    """What vllm_model's check mode reads (python_found): a host where the venv was never created."""
-    answers = []
-    for python in (venv[0], str(tmp_path / "never" / "bin" / "python")):
-        with patch_module_args({"python": python, "requirements": ["pip"]}):
-            with pytest.raises(SystemExit):
-                venv_requirements.main()
-        answers.append(json.loads(capsys.readouterr().out))
-    assert [(answer["python_found"], answer["unsatisfied"]) for answer in answers] == [(True, []), (False, ["pip"])]

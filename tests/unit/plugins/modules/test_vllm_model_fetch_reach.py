@@ -15,26 +15,38 @@ import socket
 import sys
 
 import pytest
+from pathlib import Path
 
 from http_origin import http_origin
 from model_fetch import run_module
 from stand_ins.hub_server import HubProcess, hub_repository
 from stand_ins.tiny_model import write_tiny_model
 from test_vllm_model_fetch_serving import facts, fit
+from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
+
 
 COMMIT = "c" * 40
+MOVED = "e" * 40
 HOSTILE = "d" * 40
+BNB_CONFIG = Path(__file__).resolve().parents[2] / "samples" / "models" / "llama-3.1-8b-instruct-bnb-8bit" / "config.json"
 TOKEN = "hf_reach_token_never_shown"
+
+
+def hub_root(server):
+    return Path(server.root)
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("hub")
-    hub_repository(root, "org/tiny", {"main": COMMIT}, seed=5)
+    hub_repository(root, "org/tiny", {"main": COMMIT, "moved": MOVED}, seed=5)
+    # The published config.json of a bitsandbytes checkpoint, which vLLM's CPU backend serves nowhere.
+    hub_repository(root, "org/bnb", {"main": COMMIT}, seed=8)
+    (root / "org" / "bnb" / COMMIT / "config.json").write_bytes(BNB_CONFIG.read_bytes())
     hub_repository(root, "org/gated", {"main": COMMIT}, seed=6, token=TOKEN)
     # A hostile hub: `evil` answers a path for a commit, `unchecked` lists config.json without any checksum.
     hub_repository(root, "org/bad", {"main": HOSTILE, "evil": HOSTILE, "unchecked": HOSTILE}, seed=7,
-                   answers={"evil": {"sha": "../../etc"}, "unchecked": {"unchecked": ["config.json"]}})
+                   answers={"evil": {"sha": "../../etc"}, HOSTILE: {"unchecked": ["config.json"]}})
     server = HubProcess(root).start()
     yield server
     server.stop()
@@ -178,3 +190,59 @@ def test_a_host_directory_must_be_there(capsys, tmp_path):
                                      % tmp_path), refused["msg"]
     (tmp_path / "here").mkdir()
     assert reach(capsys, tmp_path / "store", source="file://%s/here" % tmp_path, **pins)["reached"] == "directory"
+
+
+@pytest.mark.parametrize("without_client", [True, False])
+def test_a_branch_is_asked_where_it_leads_now_even_where_the_host_holds_a_commit_of_it(capsys, tmp_path, hub,
+                                                                                       monkeypatch, without_client):
+    store = tmp_path / "store"
+    placed = run_module(capsys, store=str(store), name="tiny", source="hf://org/tiny", revision="main",
+                        endpoint=hub.endpoint, min_free_disk_gib=0)
+    assert placed.get("failed") is not True and placed["revision"] == COMMIT, placed
+    if without_client:
+        monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    refs = hub_root(hub) / "org" / "tiny" / "refs.json"
+    try:
+        refs.write_text(json.dumps({"main": MOVED}))  # main moved since: the run will move the host to it
+        moved = reach(capsys, store, source="hf://org/tiny", revision="main", endpoint=hub.endpoint)
+    finally:
+        refs.write_text(json.dumps({"main": COMMIT}))
+    assert moved.get("failed") is not True, moved
+    assert (moved["needed"], moved["revision"]) == (True, MOVED), moved
+    held = reach(capsys, store, source="hf://org/tiny", revision="main", endpoint=hub.endpoint)
+    assert (held["needed"], held["reached"], held["revision"]) == (False, "placed", COMMIT), held
+    # No answer at all: the run keeps the commit the host holds (unless the controller resolves main), so it passes.
+    silent = reach(capsys, store, source="hf://org/tiny", revision="main", endpoint="http://127.0.0.1:%d" % closed_port())
+    assert silent.get("failed") is not True, silent
+    assert (silent["needed"], silent["reached"]) == (False, "placed (the source did not answer)"), silent
+
+
+def test_a_mirrored_model_passes_when_its_origin_does_not_answer_this_host_but_not_when_it_refuses(capsys, tmp_path,
+                                                                                                   hub, client):
+    mirror = {"mirror": "s3://fleet-cache/models", "region": "eu-west-1", "endpoint_url": "http://127.0.0.1:9"}
+    silent = reach(capsys, tmp_path / "store", source="hf://org/tiny", revision=COMMIT,
+                   endpoint="http://127.0.0.1:%d" % closed_port(), **mirror)
+    assert silent.get("failed") is not True, silent
+    assert (silent["needed"], silent["reached"]) == (True, "mirror (the origin did not answer)"), silent
+    refused = reach(capsys, tmp_path / "store", source="hf://org/tiny", revision="v9", endpoint=hub.endpoint, **mirror)
+    assert refused.get("failed") is True and refused["msg"].startswith("vllm_model_models (tiny).revision: "), refused
+
+
+def test_a_fresh_host_runs_vllm_serves_rules_on_the_hubs_config_before_any_weight(capsys, tmp_path, hub, client):
+    answer = reach(capsys, tmp_path / "store", source="hf://org/bnb", revision=COMMIT, endpoint=hub.endpoint,
+                   fit=fit(facts("graviton4-c8g-16xlarge")))
+    assert answer.get("failed") is True, answer
+    assert "bitsandbytes checkpoints are not served by vLLM's CPU backend on Arm" in answer["msg"], answer["msg"]
+    assert "\n" not in answer["msg"]
+    assert not [path for method, path in hub.requests() if path.startswith("/org/bnb/") and method == "GET"
+                and path.endswith(".safetensors")]
+
+
+def test_a_hub_listing_with_a_size_that_is_not_a_byte_count_is_refused():
+    model = {"name": "tiny", "location": "org/tiny", "include": [], "exclude": []}
+    for size in ("12", -1, True, 1.5):
+        siblings = {"config.json": {"size": size, "blob_id": "a" * 40, "lfs": False, "lfs_sha256": None,
+                                    "lfs_size": None}}
+        pattern = r"lists config.json of org/tiny at .* with size .*, not a byte count"
+        with pytest.raises(vllm_model_fetch.ModelStoreError, match=pattern):
+            vllm_model_fetch._hub_expected(model, "http://hub", COMMIT, siblings)

@@ -94,3 +94,31 @@ def test_a_file_already_complete_in_staging_is_not_fetched_again(capsys, tmp_pat
         second = place(capsys, server, store, sums)
         assert second.get("failed") is not True, second
         assert server.served(SHARD) == before
+
+
+def test_a_refusal_wins_over_another_files_interruption(capsys, tmp_path):
+    """Files arrive in parallel: one origin file hangs up half-way, another sends more than it announced. The cap's
+    refusal is what the run reports, and staging goes (nothing of a hostile origin is gone on from)."""
+    root, sums = model(tmp_path)
+    store = tmp_path / "store"
+    with hostile_origin(root, {"config.json": "cut", SHARD: "lying"}) as server:
+        result = run_module(capsys, store=str(store), name="tiny", source=server.url + "/", sha256=sums,
+                            min_free_disk_gib=0, workers=4)
+    assert result.get("failed") is True, result
+    assert "sent more than the" in result["msg"] and "stay in" not in result["msg"], result["msg"]
+    assert not [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
+
+
+def test_what_an_interrupted_run_left_for_another_revision_goes_before_the_next_fetch(capsys, tmp_path):
+    """A branch that moved after an interrupted run: its old commit's staging would hold the disk until some run
+    succeeded. It goes before the new revision is fetched (and the disk check counted it as free)."""
+    root, sums = model(tmp_path)
+    store = tmp_path / "store"
+    stale = store / "tiny" / ".staging-sha256-0123456789abcdef"
+    stale.mkdir(parents=True)
+    (stale / SHARD).write_bytes(b"\0" * 4096)  # a branch's earlier commit, interrupted
+    wrong = dict(sums, **{SHARD: "0" * 64})  # this run fails too: the stale staging goes all the same, first
+    with hostile_origin(root, {}) as server:
+        result = place(capsys, server, store, wrong)
+    assert result.get("failed") is True and "%s has sha256" % SHARD in result["msg"], result
+    assert not os.path.lexists(stale)
