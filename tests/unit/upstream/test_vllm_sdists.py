@@ -14,6 +14,7 @@ Deselect it offline with `-m "not upstream"`.
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import types
@@ -45,11 +46,15 @@ def module_call(**params):
 
 @pytest.fixture(scope="module")
 def fetched():
-    """Each pinned sdist, looked up, downloaded (once per machine) and unpacked as the role does it."""
+    """Each pinned sdist, looked up, downloaded (once per machine) and unpacked as the role does it. The unit stage
+    runs on two xdist workers, each with this fixture of its own: one at a time (a lock file), so the second finds
+    the first one's download and tree instead of unpacking into it at the same time."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    return dict((version, vllm_source_archive.run(module_call(
-        sdist_name="vllm", sdist_version=version, sha256=SDISTS[version]["sha256"], index_url=PYPI,
-        download_dir=str(CACHE), dest=str(CACHE / ("vllm-%s" % version))))) for version in sorted(SDISTS))
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return dict((version, vllm_source_archive.run(module_call(
+            sdist_name="vllm", sdist_version=version, sha256=SDISTS[version]["sha256"], index_url=PYPI,
+            download_dir=str(CACHE), dest=str(CACHE / ("vllm-%s" % version))))) for version in sorted(SDISTS))
 
 
 @pytest.fixture(params=sorted(SDISTS))
