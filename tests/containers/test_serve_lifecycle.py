@@ -8,7 +8,9 @@ line; the class's autotune result is applied where the inventory leaves a settin
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 
 import pytest
@@ -221,9 +223,12 @@ def test_site_yml_puts_back_the_release_and_the_model_revision_that_served(host,
     before = host.exec(SERVED).stdout  # alpha's new process, which the next run must leave alone
 
     # A model that cannot be placed, after the new release was activated: the release link goes back, alpha is not
-    # restarted.
+    # restarted. Its directory exists (the preflight asks only that of a controller source) but a pin is wrong, which
+    # only reading the files finds, in vllm_model.
+    pins = dict((name, hashlib.sha256((model / name).read_bytes()).hexdigest()) for name in os.listdir(model))
+    pins["config.json"] = "0" * 64
     result, output = _run_site(host, tmp_path, dict(new_release, vllm_model_models=[
-        {"name": "tiny", "source": "controller://%s" % (tmp_path / "models" / "absent")}]))
+        {"name": "tiny", "source": "controller://%s" % model, "sha256": pins}]))
     assert result.returncode != 0
     assert re.search(r"Nothing that serves was changed \(the run stopped before vllm_serve changed anything\), so no "
                      r"instance was restarted; put back as current the release %s \(this run had made vllm-0\.32\."
