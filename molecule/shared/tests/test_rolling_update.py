@@ -165,12 +165,16 @@ def test_a_ref_that_does_not_compile_stops_the_rollout_at_host_1_and_touches_no_
 
 
 def test_a_model_that_cannot_be_placed_stops_the_rollout_at_host_1_before_it_leaves_the_rotation(rollout):
-    """A model whose origin is missing: host 1 fails while placing it, before it leaves the rotation and before
-    anything that serves changes."""
+    """A model whose files do not match their pins: host 1 fails while placing it (the controller reads the files
+    for the first time then; the preflight asks only that the directory exists), before it leaves the rotation and
+    before anything that serves changes."""
     fleet = rollout.fleet
     before = [(state(host), model(host), rotation(host)) for host in fleet]
-    missing = {"vllm_model_models": [{"name": "tiny", "source": "controller://" + CONTROLLER_MODEL + "-missing"}]}
-    returncode, output = roll_out("model placement fails at host 1", json.dumps(missing))
+    pins = dict((name, hashlib.sha256(open(os.path.join(CONTROLLER_MODEL, name), "rb").read()).hexdigest())
+                for name in os.listdir(CONTROLLER_MODEL))
+    pins["config.json"] = "0" * 64
+    wrong = {"vllm_model_models": [{"name": "tiny", "source": "controller://" + CONTROLLER_MODEL, "sha256": pins}]}
+    returncode, output = roll_out("model placement fails at host 1", json.dumps(wrong))
     assert returncode != 0, output[-3000:]
     assert "vllm_rollout: placing the models on rolling-1 failed" in output, output[-3000:]
     assert "Nothing that serves changed and the host did not leave the rotation. The rollout stops here." in output
