@@ -32,10 +32,6 @@ BNB_CONFIG = Path(__file__).resolve().parents[2] / "samples" / "models" / "llama
 TOKEN = "hf_reach_token_never_shown"
 
 
-def hub_root(server):
-    return Path(server.root)
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("hub")
@@ -201,7 +197,7 @@ def test_a_branch_is_asked_where_it_leads_now_even_where_the_host_holds_a_commit
     assert placed.get("failed") is not True and placed["revision"] == COMMIT, placed
     if without_client:
         monkeypatch.setitem(sys.modules, "huggingface_hub", None)
-    refs = hub_root(hub) / "org" / "tiny" / "refs.json"
+    refs = hub.root / "org" / "tiny" / "refs.json"
     try:
         refs.write_text(json.dumps({"main": MOVED}))  # main moved since: the run will move the host to it
         moved = reach(capsys, store, source="hf://org/tiny", revision="main", endpoint=hub.endpoint)
