@@ -170,19 +170,83 @@ def _checkpoint_dtype(config):
 
 def safetensors_header_bytes(header):
     """{"float_elements": elements of floating tensors, "float": their bytes, "fixed": bytes of the
-    others (integer, boolean, fp8)} from a parsed safetensors header, from each tensor's data_offsets."""
+    others (integer, boolean, fp8)} from a header parse_safetensors_header() accepted, from each tensor's
+    data_offsets."""
     totals = {"float_elements": 0, "float": 0, "fixed": 0}
     for name, tensor in header.items():
-        if name == "__metadata__" or not isinstance(tensor, dict):
+        if name == "__metadata__":
             continue
-        start, end = tensor.get("data_offsets") or (0, 0)
-        size, floating = SAFETENSORS_DTYPES.get(str(tensor.get("dtype")), (1, False))
+        start, end = tensor["data_offsets"]
+        size, floating = SAFETENSORS_DTYPES.get(tensor["dtype"], (1, False))
         if floating:
-            totals["float_elements"] += (int(end) - int(start)) // size
-            totals["float"] += int(end) - int(start)
+            totals["float_elements"] += (end - start) // size
+            totals["float"] += end - start
         else:
-            totals["fixed"] += int(end) - int(start)
+            totals["fixed"] += end - start
     return totals
+
+
+def _count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _tensor_problem(tensor):
+    """Why one tensor entry of a safetensors header is not one the format allows, or None."""
+    if not isinstance(tensor, dict) or not isinstance(tensor.get("dtype"), str):
+        return "has no dtype"
+    shape, offsets = tensor.get("shape"), tensor.get("data_offsets")
+    if not (isinstance(shape, list) and all(_count(value) for value in shape)):
+        return "has a shape that is not a list of sizes (got %s)" % (json.dumps(shape)[:60],)
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_count(value) for value in offsets)
+            and offsets[0] <= offsets[1]):
+        return "has data_offsets that are not [start, end] (got %s)" % (json.dumps(offsets)[:60],)
+    known = SAFETENSORS_DTYPES.get(tensor["dtype"])
+    elements = 1
+    for value in shape:
+        elements *= value
+    if known and elements * known[0] != offsets[1] - offsets[0]:
+        return "holds %d bytes for %d %s elements" % (offsets[1] - offsets[0], elements, tensor["dtype"])
+    return None
+
+
+def safetensors_header_length(prefix, name, size, origin):
+    """The header length a safetensors file announces in its first 8 bytes (little-endian), refused when it is not
+    a header this file can hold: more than MAX_HEADER_BYTES, or (size: the file's bytes, 0 when unknown) more than
+    the file."""
+    if len(prefix) < 8:
+        raise ModelInfoError("%s: %s is too short to be a safetensors file." % (origin, name))
+    (length,) = struct.unpack("<Q", prefix[:8])
+    if length > MAX_HEADER_BYTES or (size and 8 + length > size):
+        raise ModelInfoError("%s: %s announces a %d-byte header in a %s-byte file: not a safetensors file."
+                             % (origin, name, length, size or "unknown"))
+    return length
+
+
+def parse_safetensors_header(data, name, size, origin):
+    """A safetensors header (the JSON after the 8-byte length) from bytes a source sent or a file holds: strict
+    UTF-8 JSON, an object of tensors each with a dtype, a shape of sizes and data_offsets [start, end] whose bytes
+    match the shape for the dtypes known here, every tensor inside the file (size: the file's bytes, 0 when
+    unknown). ModelInfoError otherwise: a header that lies about its tensors would be weighed wrongly."""
+    try:
+        header = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ModelInfoError("%s: %s has an unreadable safetensors header (%s)"
+                             % (origin, name, " ".join(str(error).split())[:120]))
+    if not isinstance(header, dict):
+        raise ModelInfoError("%s: %s has a safetensors header that is not a JSON object" % (origin, name))
+    end = 0
+    for tensor_name, tensor in header.items():
+        if tensor_name == "__metadata__":
+            continue
+        problem = _tensor_problem(tensor)
+        if problem:
+            raise ModelInfoError("%s: %s is not a safetensors file vLLM can load: tensor %s %s"
+                                 % (origin, name, json.dumps(tensor_name)[:80], problem))
+        end = max(end, tensor["data_offsets"][1])
+    if size and 8 + len(data) + end > size:
+        raise ModelInfoError("%s: %s names tensor bytes up to %d past its header, more than the file's %d bytes hold"
+                             % (origin, name, end, size - 8 - len(data)))
+    return header
 
 
 def weight_files(files, index=None):
@@ -361,12 +425,32 @@ def parse_metadata(data, name, limit, origin):
     return value
 
 
-def listing_summary(sizes, read, origin):
+def source_headers(names, sizes, head, origin):
+    """{file: parsed header} of the safetensors files names, read from a source through head(name, limit) -> at
+    most limit + 1 bytes from the file's start: its 8-byte length, then exactly the length and the header it
+    announces (no weight byte is asked for), each checked against the size the source announced (sizes; 0 when
+    none was)."""
+    headers = {}
+    for name in names:
+        length = safetensors_header_length(head(name, 7)[:8], name, sizes.get(name) or 0, origin)
+        data = head(name, 8 + length - 1)[:8 + length]
+        if len(data) < 8 + length:
+            raise ModelInfoError("%s: %s ended after %d bytes, inside the %d-byte header it announces"
+                                 % (origin, name, len(data), length))
+        headers[name] = parse_safetensors_header(data[8:], name, sizes.get(name) or 0, origin)
+    return headers
+
+
+def listing_summary(sizes, read, origin, head=None, check=None):
     """summarize() of a revision a source lists but this host does not hold yet, from its file listing
     (sizes: {file name: size announced}) and its small files alone, read through read(name, limit) -> bytes
     (at most limit + 1 bytes: more is refused): config.json, model.safetensors.index.json, a legacy
-    quantization file. No weight byte is read. Whatever the source sent is hostile until parsed here: sizes
-    capped (METADATA_LIMITS), strict JSON, and a config vLLM could not read refused with ModelInfoError."""
+    quantization file; with head (a reader of the start of a file, as read but not held to the file's checksum)
+    the header of each safetensors file vLLM would load, so its tensors are weighed at their dtypes as
+    read_model_dir() weighs them (check, when given, runs on the summary of the small files first: what their
+    rules refuse reads no header). No weight byte is kept. Whatever the source sent is hostile until parsed here:
+    sizes capped (METADATA_LIMITS), strict JSON, headers checked against the sizes announced, and a config vLLM
+    could not read refused with ModelInfoError."""
     top = dict((name, size) for name, size in sizes.items() if "/" not in name)
     parsed = {}
     for name, limit in METADATA_LIMITS:
@@ -378,7 +462,13 @@ def listing_summary(sizes, read, origin):
         parsed[name] = parse_metadata(read(name, limit), name, limit, origin)
     legacy = next((parsed[name] for name in LEGACY_QUANT_FILES if name in parsed), None)
     try:
-        return summarize(parsed.get(CONFIG_FILE), top, parsed.get(INDEX_FILE), None, legacy, origin)
+        summary = summarize(parsed.get(CONFIG_FILE), top, parsed.get(INDEX_FILE), None, legacy, origin)
+        if check is not None:
+            check(summary)
+        if head is None or summary["weight_format"] != "safetensors":
+            return summary
+        headers = source_headers(summary["weight_files"], top, head, origin)
+        return summarize(parsed.get(CONFIG_FILE), top, parsed.get(INDEX_FILE), headers, legacy, origin)
     except (TypeError, AttributeError, KeyError) as error:  # well-formed JSON of the wrong shape
         raise ModelInfoError("%s: %s is not a model configuration vLLM reads (%s: %s)"
                              % (origin, CONFIG_FILE, type(error).__name__, " ".join(str(error).split())[:120]))
@@ -397,19 +487,12 @@ def _read_json(path, limit=64 * 1024 * 1024):
 
 
 def read_safetensors_header(path):
-    """The JSON header at the start of a safetensors file (8-byte little-endian length, then JSON);
-    no tensor data is read."""
+    """The JSON header at the start of a safetensors file (8-byte little-endian length, then JSON),
+    checked as parse_safetensors_header() checks a source's; no tensor data is read."""
+    size = os.path.getsize(path)
     with open(path, "rb") as handle:
-        prefix = handle.read(8)
-        if len(prefix) != 8:
-            raise ModelInfoError("%s is too short to be a safetensors file." % path)
-        (length,) = struct.unpack("<Q", prefix)
-        if length > MAX_HEADER_BYTES:
-            raise ModelInfoError("%s has a %d-byte header: not a safetensors file." % (path, length))
-        try:
-            return json.loads(handle.read(length).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as error:
-            raise ModelInfoError("%s has an unreadable safetensors header: %s" % (path, error))
+        length = safetensors_header_length(handle.read(8), os.path.basename(path), size, os.path.dirname(path))
+        return parse_safetensors_header(handle.read(length), os.path.basename(path), size, os.path.dirname(path))
 
 
 def read_model_dir(path, headers=True):

@@ -459,16 +459,18 @@ class Store:
                     memory_headroom_gib=fit.get("memory_headroom_gib"), model="%s at %s" % (self.name, revision),
                     variable=layout["variable"])
             except vllm_tuning.TuningError as error:
-                raise ModelStoreError("%s%s %s" % (error, "" if str(error).endswith(".") else ".", consequence or (
+                raise FitRefused("%s%s %s" % (error, "" if str(error).endswith(".") else ".", consequence or (
                     "Nothing was fetched; the previous revision (%s) stays current." % (self.current or "none"))))
             results.append(dict(checked, variable=layout["variable"]))
         return results
 
     def serving_summary(self, revision, record, expected, read):
         """The revision as vllm_serve will read it (vllm_model_info.listing_summary), from the sizes the source
-        listed (record) and its small files alone, read through read(name, limit) -> bytes before any weight byte
-        moves, each checked against the source's pins (expected) where it has them. None without fit facts or a
-        reader (an archive: its files are known once it is downloaded; check_staged weighs them then)."""
+        listed (record), its small files and the headers of its safetensors files alone, read through read(name,
+        limit) -> the first limit + 1 bytes before any weight byte moves, each small file checked against the
+        source's pins (expected) where it has them (a header, part of a weight file, is checked by the format's
+        rules here and by the file's checksum once it is downloaded). None without fit facts or a reader (an
+        archive: its files are known once it is downloaded; check_staged weighs them then)."""
         if read is None or not (self.module.params["fit"] or {}).get("facts"):
             return None
 
@@ -479,7 +481,11 @@ class Store:
 
         sizes = dict((name, entry.get("size") or 0) for name, entry in record["files"].items())
         try:
-            return vllm_model_info.listing_summary(sizes, pinned, "%s at %s" % (self.name, revision))
+            return vllm_model_info.listing_summary(
+                sizes, pinned, "%s at %s" % (self.name, revision), head=read,
+                check=lambda summary: self.check_fit(revision, summary["weight_bytes"], summary=summary))
+        except FitRefused:
+            raise
         except (vllm_model_info.ModelInfoError, ModelStoreError) as error:
             raise ModelStoreError("vllm_model_models (%s).source: %s; nothing but its small files was fetched, the "
                                   "previous revision (%s) stays current" % (self.name, error, self.current or "none"))
@@ -637,6 +643,10 @@ def _record(model, revision, requested, files, extra=None):
 def _announced(result, record):
     result["weight_bytes"] = record["weight_bytes"]
     result["total_bytes"] = record["total_bytes"]
+
+
+class FitRefused(ModelStoreError):
+    """vllm_serve's rules or the host's memory refuse the revision (Store.check_fit): the message is complete."""
 
 
 class SourceUnreachable(ModelStoreError):
@@ -819,12 +829,12 @@ def place_hub(store, module):
         shutil.rmtree(os.path.join(staging, ".cache"), ignore_errors=True)
 
     def read(name, limit):
-        """One small file into memory through the hub client's own HTTP client (its headers, its redirects), held
-        to limit + 1 bytes."""
+        """The first limit + 1 bytes of a file (a small file, a header) through the hub client's own HTTP client (its
+        headers, its redirects), asked for with a Range."""
         url = huggingface_hub.hf_hub_url(model["location"], name, revision=revision, endpoint=model["endpoint"])
         try:
-            with huggingface_hub.get_session().stream("GET", url, headers=huggingface_hub.utils.build_hf_headers(
-                    token=token)) as response:
+            headers = dict(huggingface_hub.utils.build_hf_headers(token=token), Range="bytes=0-%d" % limit)
+            with huggingface_hub.get_session().stream("GET", url, headers=headers) as response:
                 huggingface_hub.utils.hf_raise_for_status(response)
                 data = b""
                 for chunk in response.iter_bytes():
@@ -920,10 +930,14 @@ def _tls_context(ca_bundle):
     return make_context(cafile=ca_bundle)
 
 
-def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0):
+def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0, end=None):
+    """The response to url; with offset or end (the last byte wanted), a Range request (an origin may answer with
+    the whole file: the caller reads what it needs)."""
+    ranged = offset or end is not None
     try:
         return Request().open(method, url, timeout=timeout, follow_redirects="safe", context=_tls_context(ca_bundle),
-                              headers={"Range": "bytes=%d-" % offset} if offset else None)
+                              headers={"Range": "bytes=%d-%s" % (offset, "" if end is None else end)} if ranged
+                              else None)
     except Exception as error:  # HTTPError, URLError, TLS and socket errors
         # Neither the URL's query (a presigned signature) nor the error's copy of it is printed. An HTTP status is an
         # answer; anything else is no answer at all.
@@ -988,7 +1002,7 @@ def place_http(store, module):
         _in_parallel(one, sorted(expected), module.params["workers"])
 
     def read(name, limit):
-        response = _http_open(model, base + quote(name), ca_bundle=ca_bundle)
+        response = _http_open(model, base + quote(name), ca_bundle=ca_bundle, end=limit)
         try:
             return response.read(limit + 1)
         finally:
@@ -1584,9 +1598,11 @@ def _reach_hub(store, module):
         (name, {"size": entry["size"] or 0}) for name, entry in expected.items()))
 
     def read(name, limit):
-        """One small file from the hub's file URL (the token to the hub only), held to limit + 1 bytes."""
+        """The first limit + 1 bytes of a file from the hub's file URL (the token to the hub only), asked for with a
+        Range."""
         url = "%s/%s/resolve/%s/%s" % (endpoint, model["location"], revision, quote(name))
-        headers = {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
+        headers = dict({"Authorization": "Bearer %s" % model["token"]} if model["token"] else {},
+                       Range="bytes=0-%d" % limit)
         try:
             response = open_url(url, headers=headers, timeout=60, follow_redirects="safe",
                                 ca_path=module.params["ca_bundle"], unredirected_headers=["Authorization"])

@@ -3,13 +3,17 @@
 sample_files() gives each shard the index names a size so that the shards add up to the index's
 published total_size, which is what a directory holding those weights reports to stat() (less the
 few kilobytes of each shard's own header, which the index does not count). make_sample_dir() lays
-such a directory out with sparse files, so reading it takes no disk space.
+such a directory out with sparse files, so reading it takes no disk space; each shard starts with a
+safetensors header of one tensor over the rest of the file, in the checkpoint's dtype (an integer
+one for a quantized checkpoint: the published headers' split is not part of the samples, so its
+bytes are weighed as stored, as without headers).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 MODELS_DIR = Path(__file__).resolve().parent / "samples" / "models"
@@ -44,10 +48,30 @@ def make_sample_dir(name, directory):
     for path in (MODELS_DIR / name).iterdir():
         if path.suffix == ".json":
             shutil.copyfile(path, directory / path.name)
+    config, dummy = load(name)
     for shard, size in sample_files(name).items():
         with open(directory / shard, "wb") as handle:
+            handle.write(shard_header(config, size))
             handle.truncate(size)
     return directory
+
+
+SAFETENSORS_DTYPE = {"bfloat16": ("BF16", 2), "float16": ("F16", 2), "float32": ("F32", 4)}
+
+
+def shard_header(config, size):
+    """The 8-byte length and a safetensors header (padded to 8 bytes, as the format writes it) of one tensor over the
+    rest of a size-byte shard, in the checkpoint's dtype."""
+    dtype, width = ("U8", 1) if config.get("quantization_config") else SAFETENSORS_DTYPE.get(
+        config.get("torch_dtype") or (config.get("text_config") or {}).get("torch_dtype"), ("BF16", 2))
+    length = 128
+    while True:
+        data = size - 8 - length
+        data -= data % width
+        text = json.dumps({"weight": {"dtype": dtype, "shape": [data // width], "data_offsets": [0, data]}})
+        if len(text) <= length:
+            return struct.pack("<Q", length) + text.encode().ljust(length)
+        length += 128
 
 
 def summary(name, path=""):

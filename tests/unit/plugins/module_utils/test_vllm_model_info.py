@@ -12,6 +12,7 @@ library itself.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy
 import pytest
@@ -140,6 +141,84 @@ def test_a_truncated_safetensors_file_is_reported(tmp_path):
     (directory / "model.safetensors").write_bytes(b"\x10\x00")
     with pytest.raises(info.ModelInfoError, match="too short to be a safetensors file"):
         info.read_model_dir(str(directory))
+
+
+def _safetensors_bytes(header, data=b""):
+    text = json.dumps(header).encode() if isinstance(header, dict) else header
+    return len(text).to_bytes(8, "little") + text + data
+
+
+# Headers a hostile source (or a corrupted file) can send; the safetensors library's own rules refuse each.
+HOSTILE_HEADERS = [
+    (b"[1, 2]", "not a JSON object"),
+    (b'{"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}, "w": {}}', "unreadable safetensors header"),
+    (b"\xff\xfe", "unreadable safetensors header"),
+    (b'{"w": {"dtype": "F16", "shape": [NaN], "data_offsets": [0, 4]}}', "unreadable safetensors header"),
+    ({"w": {"shape": [2], "data_offsets": [0, 4]}}, "tensor \"w\" has no dtype"),
+    ({"w": {"dtype": "F16", "shape": [-2], "data_offsets": [0, 4]}}, "has a shape that is not a list of sizes"),
+    ({"w": {"dtype": "F16", "shape": "2", "data_offsets": [0, 4]}}, "has a shape that is not a list of sizes"),
+    ({"w": {"dtype": "F16", "shape": [2], "data_offsets": [4, 0]}}, "has data_offsets that are not"),
+    ({"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, "4"]}}, "has data_offsets that are not"),
+    ({"w": {"dtype": "F16", "shape": [2], "data_offsets": [True, 4]}}, "has data_offsets that are not"),
+    ({"w": {"dtype": "F16", "shape": [2], "data_offsets": [-4, 0]}}, "has data_offsets that are not"),
+    ({"w": {"dtype": "F16", "shape": [2**40], "data_offsets": [0, 4]}}, "holds 4 bytes for 1099511627776 F16"),
+    ({"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]},
+      "v": {"dtype": "F32", "shape": [1 << 20], "data_offsets": [4, 4 + (4 << 20)]}},
+     "names tensor bytes up to 4194308 past its header, more than the file's 4 bytes hold"),
+]
+
+
+@pytest.mark.parametrize("header, problem", HOSTILE_HEADERS)
+def test_a_hostile_safetensors_header_is_refused(tmp_path, header, problem):
+    """From a source (the start of a file, before its weights) and from a file (in staging) alike."""
+    data = _safetensors_bytes(header, b"\0" * 4)
+    with pytest.raises(info.ModelInfoError, match=re.escape(problem)):
+        info.source_headers(["model.safetensors"], {"model.safetensors": len(data)},
+                            lambda name, limit: data[:limit + 1], "tiny at r1")
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(data)
+    with pytest.raises(info.ModelInfoError, match=re.escape(problem)):
+        info.read_model_dir(str(tmp_path))
+
+
+@pytest.mark.parametrize("length, size, problem", [
+    (info.MAX_HEADER_BYTES + 1, 0, "announces a 104857601-byte header in a unknown-byte file"),
+    (4096, 1000, "announces a 4096-byte header in a 1000-byte file"),
+])
+def test_a_header_length_that_cannot_be_is_refused_before_it_is_read(length, size, problem):
+    asked = []
+
+    def head(name, limit):
+        asked.append(limit)
+        return length.to_bytes(8, "little")[:limit + 1]
+
+    with pytest.raises(info.ModelInfoError, match=re.escape(problem)):
+        info.source_headers(["model.safetensors"], {"model.safetensors": size}, head, "tiny at r1")
+    assert asked == [7]  # only the 8-byte length was asked for
+
+
+def test_a_source_that_ends_inside_the_header_is_refused():
+    data = _safetensors_bytes({"w": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}, b"\0" * 4)
+    with pytest.raises(info.ModelInfoError, match="ended after 20 bytes, inside the "):
+        info.source_headers(["model.safetensors"], {}, lambda name, limit: data[:20], "tiny at r1")
+
+
+def test_headers_read_from_a_source_weigh_as_the_files_do(tmp_path):
+    """The safetensors library's own file: what source_headers reads from its start (two reads: the length, then
+    exactly the header) is what read_model_dir reads from the file."""
+    tensors = {"weight": numpy.zeros((64, 32), dtype=numpy.int8), "scale": numpy.zeros((64, 1), dtype=numpy.float16)}
+    directory = _write_model(tmp_path / "m", {"architectures": ["LlamaForCausalLM"]}, tensors)
+    data = (directory / "model.safetensors").read_bytes()
+    asked = []
+
+    def head(name, limit):
+        asked.append(limit)
+        return data[:limit + 1]
+
+    headers = info.source_headers(["model.safetensors"], {"model.safetensors": len(data)}, head, "m at r1")
+    length = int.from_bytes(data[:8], "little")
+    assert asked == [7, 8 + length - 1]
+    assert headers["model.safetensors"] == info.read_safetensors_header(str(directory / "model.safetensors"))
 
 
 # --- quantization ------------------------------------------------------------------------------

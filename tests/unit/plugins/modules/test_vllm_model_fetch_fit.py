@@ -74,10 +74,11 @@ def test_a_model_too_large_is_refused_before_the_download_and_the_previous_stays
     assert message.startswith("vllm_serve_instances[0] (main): tiny at huge needs ")
     assert "weights 186.3 GiB / TP 1 + KV cache floor 1 GiB" in message
     assert "Nothing was fetched; the previous revision (small) stays current." in message
-    # Only the sizes were asked for: no byte of the model was downloaded.
-    # config.json is read (vllm_serve's rules run on it), no byte of the weights.
+    # Only the sizes were asked for and config.json read (vllm_serve's rules run on it, and refuse it before the
+    # weights' headers are asked for): no byte of the weights.
     assert sorted(server.requests) == [("GET", "/huge/config.json"), ("HEAD", "/huge/config.json"),
                                        ("HEAD", "/huge/model.safetensors")]
+    assert not os.path.exists(store / "tiny" / ".staging-huge")
     assert os.readlink(store / "tiny" / "current") == "small"
     assert sorted(os.listdir(store / "tiny")) == [".state.json", "current", "small"]
 

@@ -64,7 +64,17 @@ def publish(root, sample, shard_size=None, config=None):
 
 
 def weight_requests(server):
-    return [request for request in server.requests if request[0] == "GET" and request[1].endswith(".safetensors")]
+    """The requests for a shard's bytes beyond its 8-byte length and header: the module asks for the length, then
+    exactly the header (Range requests, each checked against the header the shard starts with here)."""
+    weights = []
+    for method, path, asked in server.ranges:
+        if method != "GET" or not path.endswith(".safetensors"):
+            continue
+        with open(server.root + path, "rb") as handle:
+            header = int.from_bytes(handle.read(8), "little")
+        if asked not in ("bytes=0-7", "bytes=0-%d" % (8 + header - 1)):
+            weights.append((method, path, asked))
+    return weights
 
 
 @pytest.fixture()
@@ -201,3 +211,43 @@ def test_a_shard_the_index_names_but_the_checksums_leave_out_is_refused_before_t
     assert ("tiny at r1 is incomplete: model.safetensors.index.json names model-00002-of-00002.safetensors, which "
             "is missing") in refused["msg"], refused["msg"]
     assert weight_requests(server) == []
+
+
+def test_a_config_without_a_dtype_is_weighed_from_the_shards_headers_before_its_weights(capsys, tmp_path, origin):
+    """A checkpoint whose config.json names no dtype: only its shards' headers say the tensors are bfloat16. On a CPU
+    without bf16 they are served as float32 at twice their bytes: the headers, read before any weight byte, refuse it
+    (weighed at file size it fitted: check mode accepted it and a run downloaded it, to refuse it in staging)."""
+    root, server = origin
+    config, dummy = model_samples.load("llama-3.1-8b-bf16")
+    config = dict((key, value) for key, value in config.items() if key not in ("torch_dtype", "dtype"))
+    pins = publish(root / "llama", "llama-3.1-8b-bf16", config=config)
+    refused = run_module(capsys, store=str(tmp_path / "store"), name="llama", source=server.url + "/llama/",
+                         revision="r1", sha256=pins, min_free_disk_gib=0, fit=fit(facts("altra-q80-1p"), instances=3),
+                         _ansible_check_mode=True)
+    assert refused.get("failed") is True, refused
+    assert refused["msg"].startswith("vllm_serve_instances[0] (s0): llama at r1 needs "), refused["msg"]
+    assert "(weights 29.9 GiB / TP 1 + KV cache floor 1 GiB" in refused["msg"], refused["msg"]
+    shards = sorted(name for name in pins if name.endswith(".safetensors"))
+    assert len(shards) == 4
+    assert sorted(path for method, path, asked in server.ranges if method == "GET" and path.endswith(".safetensors")) == sorted(
+        "/llama/" + name for name in shards for dummy in range(2))  # each: its length, then its header
+    assert weight_requests(server) == []
+
+
+def test_a_shard_header_that_claims_more_than_its_file_is_refused_before_its_weights(capsys, tmp_path, origin):
+    """A hostile origin: one shard's header names tensor bytes beyond the size the origin announces for it."""
+    root, server = origin
+    pins = publish(root / "llama", "llama-3.1-8b-bf16")
+    shard = root / "llama" / "model-00002-of-00004.safetensors"
+    size = shard.stat().st_size
+    header = json.dumps({"w": {"dtype": "U8", "shape": [size], "data_offsets": [0, size]}}).encode()
+    with open(shard, "r+b") as handle:
+        handle.write(len(header).to_bytes(8, "little") + header)
+    refused = run_module(capsys, store=str(tmp_path / "store"), name="llama", source=server.url + "/llama/",
+                         revision="r1", sha256=pins, min_free_disk_gib=0, fit=fit(facts("graviton4-c8g-16xlarge")))
+    assert refused.get("failed") is True, refused
+    assert refused["msg"].startswith("vllm_model_models (llama).source: llama at r1: model-00002-of-00004.safetensors "
+                                     "names tensor bytes up to %d past its header" % size), refused["msg"]
+    assert "nothing but its small files was fetched" in refused["msg"]
+    assert weight_requests(server) == []
+    assert not os.path.exists(tmp_path / "store" / "llama" / "current")
