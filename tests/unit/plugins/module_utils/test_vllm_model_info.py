@@ -348,6 +348,21 @@ def test_group_wise_w4a8_gets_float32_unless_the_user_sets_a_dtype():
     assert profile["dtype"] == "bfloat16"
 
 
+def test_w4a8_on_neoverse_n1_is_served_in_float32_and_bfloat16_is_refused():
+    """Neoverse-N1 (Altra Q80): dotprod, no i8mm, no bf16. torch 2.13's KleidiAI path runs W4A8 there with its dotprod
+    kernels in float32 (docs/tuning.md); its bf16 channel-wise path stops with "BF16 Unsupported" on such a CPU, so
+    the host's dtype rule, which refuses bfloat16 there, is what keeps W4A8 from it."""
+    host = facts("altra-q80-1p")
+    assert not host["cpu"]["bf16"] and host["cpu"]["flags"].get("asimddp") and not host["cpu"]["flags"].get("i8mm")
+    for config in (W4A8_CHANNEL, W4A8_GROUP):
+        summary = info.summarize({"quantization_config": config, "torch_dtype": "bfloat16"},
+                                 {"model.safetensors": 5 * GIB})
+        profile, = tuning.serve_profile(host, [{"model_summary": summary}])
+        assert profile["dtype"] == "float32"
+        with pytest.raises(tuning.TuningError, match="bfloat16 needs a CPU with bf16"):
+            tuning.serve_profile(host, [{"model_summary": summary, "dtype": "bfloat16"}])
+
+
 def test_the_size_overrides_still_win():
     summary = model_samples.summary("llama-3.1-8b-bf16")
     host = facts("graviton4-c8g-16xlarge")
