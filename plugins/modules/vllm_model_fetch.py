@@ -921,8 +921,10 @@ def _in_child(work, watch, what):
         os.close(reader)
         status = os.waitpid(pid, 0)[1]
     if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        name = signal.Signals(number).name if number in set(signal.Signals) else "number %d" % number
         raise TransferInterrupted("%s stopped: its process (%d) was killed by signal %s, which this module did not "
-                                  "send" % (what, pid, signal.Signals(os.WTERMSIG(status)).name))
+                                  "send" % (what, pid, name))
     try:
         report = json.loads(answer.decode("utf-8"))
     except ValueError:

@@ -4,7 +4,9 @@ length, or sends more than it announced, is cut off as the bytes arrive, the sta
 previous revision stays current; a hub (tests/stand_ins/hub_server.py, the real huggingface_hub client) that streams
 a file without end is cut off at the largest size it listed; an S3 object larger than its HEAD announced (the real boto3 against moto's S3 server,
 tests/stand_ins/s3_origin.py, its HeadObject answer lowered through boto3's own event hook) is stopped the same way.
-On the old code the endless origin was read until the disk was full.
+On the old code the endless origin was read until the disk was full. Bytes the hub client's hf_xet writes past its HTTP
+client (a stand-in writer, below) are caught by the module watching staging while the client runs in a child process,
+which is killed; on the old code they were written unwatched until the writer stopped by itself.
 
 The store's free space is fixed for these tests (vllm_model_store.free_bytes patched to 8 MiB): the cap is what the
 disk check allowed, and the machine's free space changes under other runs."""
