@@ -896,9 +896,8 @@ def _in_child(work, watch, what):
                 work()
             except BaseException as error:  # everything reaches the parent, as a name and a message
                 kind = next((kind.__name__ for kind in type(error).__mro__ if kind.__name__ in _CHILD_ERRORS), None)
-                report = {"kind": kind or "TransferInterrupted",
-                          "message": str(error) if kind else "%s stopped (%s: %s)" % (what, type(error).__name__,
-                                                                                       error)}
+                stopped = "%s stopped (%s: %s)" % (what, type(error).__name__, error)
+                report = {"kind": kind or "TransferInterrupted", "message": str(error) if kind else stopped}
             with os.fdopen(writer, "w", encoding="utf-8") as pipe:
                 json.dump(report, pipe)
         finally:
