@@ -291,7 +291,9 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
+import signal
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from ansible.module_utils.basic import AnsibleModule
@@ -810,21 +812,24 @@ def place_hub(store, module):
             huggingface_hub.hf_hub_download(model["location"], name, revision=revision, local_dir=staging,
                                             endpoint=model["endpoint"], token=token)
 
-        # Each response is held to the largest file the hub listed, all of them to what the disk check allowed.
+        def all_of_them():
+            # Each response is held to the largest file the hub listed, all of them to what the disk check allowed.
+            _hub_session(huggingface_hub, module.params["ca_bundle"], store.cap, largest)
+            try:
+                _in_parallel(one, names, module.params["workers"])
+            except ModelStoreError:
+                raise
+            except Exception as error:  # the client's download errors
+                capped = _capped(error)
+                if capped is not None:
+                    raise capped
+                raise TransferInterrupted("the download from %s failed (%s: %s)"
+                                          % (api.endpoint, type(error).__name__, error))
+
         largest = max([entry["size"] or 0 for entry in expected.values()] or [0])
-        _hub_session(huggingface_hub, module.params["ca_bundle"], store.cap, largest)
-        try:
-            _in_parallel(one, names, module.params["workers"])
-        except ModelStoreError:
-            raise
-        except Exception as error:  # the client's download errors
-            capped = _capped(error)
-            if capped is not None:
-                raise capped
-            raise TransferInterrupted("the download from %s failed (%s: %s)"
-                                      % (api.endpoint, type(error).__name__, error))
-        finally:
-            _hub_session(huggingface_hub, module.params["ca_bundle"])
+        # hf_xet writes Xet-backed files past that hook: the client runs in a child, staging watched from here.
+        _in_child(all_of_them, _staging_watch(store, staging, largest, api.endpoint),
+                  "the download from %s" % api.endpoint)
         # The client's own bookkeeping inside local_dir is not part of the model.
         shutil.rmtree(os.path.join(staging, ".cache"), ignore_errors=True)
 
@@ -874,6 +879,102 @@ def _hub_session(huggingface_hub, ca_bundle, cap=None, largest=0):
     verify = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
     huggingface_hub.set_client_factory(lambda: httpx2.Client(event_hooks=hooks, follow_redirects=True, timeout=None,
                                                              verify=verify))
+
+
+# How often the parent looks at staging while a child downloads (seconds).
+WATCH_INTERVAL = 0.1
+# The errors a download child reports to its parent, by the name of their class (never a pickled object).
+_CHILD_ERRORS = dict((kind.__name__, kind) for kind in (ModelStoreError, store_rules.TransferRefused,
+                                                        TransferInterrupted, SourceUnreachable))
+
+
+def _in_child(work, watch, what):
+    """work() in a forked child process while this one calls watch() every WATCH_INTERVAL seconds and once more when
+    the child has ended. The hub client hands Xet-backed files to hf_xet, which fetches and writes them with its own
+    HTTP client (threads of the process that calls it), past the cap's response hook: when watch() raises (staging
+    grew past what the cap allows), the child and every thread of it is killed (SIGKILL) and the error raised here.
+    The child reports its outcome through a pipe as the name of its error's class (one of _CHILD_ERRORS; any other
+    error is an interruption) and its message, which is raised here as that class. A child ended by a signal this
+    process did not send, or without a report, is an interruption of `what`."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: reports, and never returns (nothing of the module's exit runs twice)
+        try:
+            os.close(reader)
+            report = {}
+            try:
+                work()
+            except BaseException as error:  # everything reaches the parent, as a name and a message
+                kind = next((kind.__name__ for kind in type(error).__mro__ if kind.__name__ in _CHILD_ERRORS), None)
+                stopped = "%s stopped (%s: %s)" % (what, type(error).__name__, error)
+                report = {"kind": kind or "TransferInterrupted", "message": str(error) if kind else stopped}
+            with os.fdopen(writer, "w", encoding="utf-8") as pipe:
+                json.dump(report, pipe)
+        finally:
+            os._exit(0)
+    os.close(writer)
+    answer = b""
+    try:
+        while True:
+            if select.select([reader], [], [], WATCH_INTERVAL)[0]:
+                chunk = os.read(reader, 65536)
+                if not chunk:  # the child has ended
+                    break
+                answer += chunk
+            watch()
+        watch()  # what it wrote last
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(reader)
+        status = os.waitpid(pid, 0)[1]
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        name = signal.Signals(number).name if number in set(signal.Signals) else "number %d" % number
+        raise TransferInterrupted("%s stopped: its process (%d) was killed by signal %s, which this module did not "
+                                  "send" % (what, pid, name))
+    try:
+        report = json.loads(answer.decode("utf-8"))
+    except ValueError:
+        raise TransferInterrupted("%s stopped: its process (%d) ended with exit status %d and no report"
+                                  % (what, pid, os.WEXITSTATUS(status)))
+    if report:
+        raise _CHILD_ERRORS.get(report.get("kind"), ModelStoreError)(str(report.get("message")))
+
+
+def _staging_watch(store, staging, largest, endpoint):
+    """A look at staging for what passes no hook (hf_xet's writes): all of it may grow to what it held when the
+    download began (what an interrupted run left) plus what the cap allows, no file past largest (the largest file
+    the hub listed; 0: no such limit). A file renamed while it is looked at is counted once (by its inode)."""
+    ceiling = store_rules.staged_bytes(staging) + store.cap.allowed
+    variable = "vllm_model_models (%s).source" % store.name
+
+    def watch():
+        seen, total = set(), 0
+        for directory, _, files in os.walk(staging):
+            for name in files:
+                try:
+                    status = os.lstat(os.path.join(directory, name))
+                except FileNotFoundError:  # renamed or removed by the client meanwhile
+                    continue
+                if (status.st_dev, status.st_ino) in seen:
+                    continue
+                seen.add((status.st_dev, status.st_ino))
+                if largest and status.st_size > largest:
+                    raise store_rules.TransferRefused(
+                        "%s: the hub client wrote %d bytes to %s, more than the %d bytes of the largest file the hub "
+                        "at %s listed; the transfer was stopped: check that hub and what is between it and this host"
+                        % (variable, status.st_size, os.path.relpath(os.path.join(directory, name), staging), largest,
+                           endpoint))
+                total += status.st_size
+        if total > ceiling:
+            raise store_rules.TransferRefused(
+                "%s: the hub client wrote %d bytes to staging from the hub at %s, past the %d bytes the disk check "
+                "allowed (free space less vllm_model_min_free_disk_gib) on top of the %d bytes staged before; the "
+                "transfer was stopped: check that hub, or free disk space if the model needs more"
+                % (variable, total, endpoint, store.cap.allowed, ceiling - store.cap.allowed))
+    return watch
 
 
 def _capped(error):

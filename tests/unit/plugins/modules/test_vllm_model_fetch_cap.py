@@ -4,7 +4,9 @@ length, or sends more than it announced, is cut off as the bytes arrive, the sta
 previous revision stays current; a hub (tests/stand_ins/hub_server.py, the real huggingface_hub client) that streams
 a file without end is cut off at the largest size it listed; an S3 object larger than its HEAD announced (the real boto3 against moto's S3 server,
 tests/stand_ins/s3_origin.py, its HeadObject answer lowered through boto3's own event hook) is stopped the same way.
-On the old code the endless origin was read until the disk was full.
+On the old code the endless origin was read until the disk was full. Bytes the hub client's hf_xet writes past its HTTP
+client (a stand-in writer, below) are caught by the module watching staging while the client runs in a child process,
+which is killed; on the old code they were written unwatched until the writer stopped by itself.
 
 The store's free space is fixed for these tests (vllm_model_store.free_bytes patched to 8 MiB): the cap is what the
 disk check allowed, and the machine's free space changes under other runs."""
@@ -125,3 +127,144 @@ def test_a_hub_streaming_without_end_is_cut_off(capsys, tmp_path, small_disk):
     # stand-in would send.
     assert served < 32 << 20, served
     assert [entry for entry in os.listdir(tmp_path / "store" / "tiny") if entry.startswith(".staging")] == []
+
+
+# hf_xet, which the hub client hands Xet-backed files to, fetches and writes them with its own HTTP client: past the
+# response hook that counts the client's bodies. The hub stand-in serves no Xet, so these tests replace the client's
+# hf_hub_download for the weights by a writer that stands in for hf_xet: it writes the file's bytes into staging
+# itself (where the client has hf_xet write, .cache/huggingface/download/<file>.<id>.incomplete), with no HTTP at all,
+# in blocks, and notes its process and how far it got in a file outside the store. On the old code it ran in the
+# module's own process, unwatched, until it stopped by itself, and the placement failed later (the weights missing).
+
+def xet_stand_in(monkeypatch, tmp_path, files, block, total):
+    """hf_hub_download writing `files` files of `block` bytes (one file growing block by block when files is 1) up to
+    `total` bytes for the weights; every other file through the real client. Returns the note's path."""
+    import time
+
+    import huggingface_hub
+
+    real, note = huggingface_hub.hf_hub_download, tmp_path / "xet-stand-in.json"
+
+    def download(repo_id, filename, local_dir=None, **kwargs):
+        if filename != "model.safetensors":
+            return real(repo_id, filename, local_dir=local_dir, **kwargs)
+        incomplete = os.path.join(local_dir, ".cache", "huggingface", "download")
+        os.makedirs(incomplete, exist_ok=True)
+        written = 0
+        while written < total:
+            name = "model.safetensors.%d.incomplete" % (0 if files == 1 else written // block)
+            with open(os.path.join(incomplete, name), "ab") as handle:
+                handle.write(os.urandom(block))
+            written += block
+            (tmp_path / "note.tmp").write_text(json.dumps({"pid": os.getpid(), "written": written}))
+            os.replace(tmp_path / "note.tmp", note)
+            time.sleep(0.01)
+        raise OSError("the stand-in for hf_xet stopped by itself after %d bytes" % written)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    return note
+
+
+@pytest.fixture
+def tiny_hub(tmp_path):
+    from stand_ins.hub_server import hub_repository
+
+    commit = "9" * 40
+    hub_repository(tmp_path / "hub", "org/tiny", {"main": commit}, seed=85)
+    hub = HubProcess(tmp_path / "hub").start()
+    try:
+        yield hub, commit
+    finally:
+        hub.stop()
+
+
+def place_from(capsys, tmp_path, hub, commit):
+    return run_module(capsys, store=str(tmp_path / "store"), name="tiny", source="hf://org/tiny", revision=commit,
+                      endpoint=hub.endpoint, min_free_disk_gib=0)
+
+
+@pytest.mark.parametrize("free, files, words", [
+    (FREE, 1, "the hub client wrote (?P<size>[0-9]+) bytes to \\.cache/huggingface/download/model\\.safetensors\\.0\\."
+              "incomplete, more than the {largest} bytes of the largest file the hub at {endpoint} listed; the "
+              "transfer was stopped: check that hub and what is between it and this host"),
+    (256 << 10, 0, "the hub client wrote (?P<size>[0-9]+) bytes to staging from the hub at {endpoint}, past the "
+                   "262144 bytes the disk check allowed \\(free space less vllm_model_min_free_disk_gib\\) on top "
+                   "of the 0 bytes staged before; the transfer was stopped: check that hub, or free disk space if "
+                   "the model needs more"),
+])
+def test_hub_bytes_written_past_the_http_client_are_capped(capsys, tmp_path, monkeypatch, tiny_hub, free, files, words):
+    import re
+    import time
+
+    hub, commit = tiny_hub
+    monkeypatch.setattr(rules, "free_bytes", lambda path: free)
+    largest = os.path.getsize(tmp_path / "hub" / "org" / "tiny" / commit / "model.safetensors")
+    block = 65536 if files == 1 else largest  # or many files, each no larger than the largest the hub listed
+    note = xet_stand_in(monkeypatch, tmp_path, files, block, 64 << 20)
+    started = time.monotonic()
+    refused = place_from(capsys, tmp_path, hub, commit)
+    took = time.monotonic() - started
+    assert refused.get("failed"), refused
+    shown = re.fullmatch("tiny: vllm_model_models \\(tiny\\)\\.source: %s; the previous revision \\(none\\) stays "
+                         "current" % words.format(largest=largest, endpoint=re.escape(hub.endpoint)), refused["msg"])
+    assert shown, refused["msg"]
+    assert int(shown["size"]) > (largest if files == 1 else free)
+    # The writer ran in a child, which was killed (and reaped) within a few of its blocks, not run to its 64 MiB.
+    child = json.loads(note.read_text())
+    assert child["pid"] != os.getpid()
+    with pytest.raises(ProcessLookupError):
+        os.kill(child["pid"], 0)
+    assert child["written"] < free + 64 * block, child
+    assert took < 20, took
+    assert [entry for entry in os.listdir(tmp_path / "store" / "tiny") if entry.startswith(".staging")] == []
+
+
+def failing_client(monkeypatch, failure):
+    """hf_hub_download calling failure() for the weights (in the child that runs the client), the real client for the
+    other files."""
+    import huggingface_hub
+
+    real = huggingface_hub.hf_hub_download
+
+    def download(repo_id, filename, **kwargs):
+        if filename == "model.safetensors":
+            failure()
+        return real(repo_id, filename, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+
+
+def test_a_client_error_in_the_child_reads_as_before(capsys, tmp_path, monkeypatch, tiny_hub):
+    hub, commit = tiny_hub
+
+    def reset():
+        raise OSError("the stand-in's connection was reset")
+
+    failing_client(monkeypatch, reset)
+    interrupted = place_from(capsys, tmp_path, hub, commit)
+    assert interrupted.get("failed"), interrupted
+    assert interrupted["msg"].startswith(
+        "tiny: the download from %s failed (OSError: the stand-in's connection was reset); the previous revision "
+        "(none) stays current; the " % hub.endpoint), interrupted["msg"]
+    # An interruption, not a refusal: staging stays for the next run to go on from.
+    assert [entry for entry in os.listdir(tmp_path / "store" / "tiny") if entry.startswith(".staging")]
+
+
+def test_a_client_killed_by_someone_else_is_an_interruption(capsys, tmp_path, monkeypatch, tiny_hub):
+    import signal
+
+    hub, commit = tiny_hub
+    test = os.getpid()
+
+    def killed():  # as the kernel's out-of-memory killer would; never the test's own process (the old code)
+        if os.getpid() == test:
+            raise RuntimeError("the client ran in the module's own process")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    failing_client(monkeypatch, killed)
+    interrupted = place_from(capsys, tmp_path, hub, commit)
+    assert interrupted.get("failed"), interrupted
+    shown = interrupted["msg"]
+    assert shown.startswith("tiny: the download from %s stopped: its process (" % hub.endpoint), shown
+    assert ") was killed by signal SIGKILL, which this module did not send; the previous revision (none) stays " \
+           "current; the " in shown, shown
