@@ -11,6 +11,8 @@ import hashlib
 import os
 import tarfile
 
+import pytest
+
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as rules
 from model_fetch import run_module
 from stand_ins.hostile_http import hostile_origin
@@ -70,18 +72,6 @@ def test_bytes_that_do_not_verify_are_not_gone_on_from_twice(capsys, tmp_path):
         third = place(capsys, server, store, sums)
     assert third.get("failed") is not True, third
     assert "resumed_bytes" not in third
-
-
-def test_an_origin_without_ranges_sends_the_file_again_and_it_still_verifies(capsys, tmp_path):
-    root, sums = model(tmp_path)
-    size = os.path.getsize(os.path.join(root, SHARD))
-    store = tmp_path / "store"
-    with hostile_origin(root, {SHARD: "cut-norange"}) as server:
-        assert place(capsys, server, store, sums).get("failed") is True
-        second = place(capsys, server, store, sums)
-        assert second.get("failed") is not True, second
-        assert server.ranges == [(SHARD, "bytes=%d-" % (size // 2))] and server.served(SHARD) == size // 2 + size
-    assert hashlib.sha256((store / "tiny" / "current" / SHARD).read_bytes()).hexdigest() == sums[SHARD]
 
 
 def test_a_file_already_complete_in_staging_is_not_fetched_again(capsys, tmp_path):
@@ -218,13 +208,20 @@ def test_a_partial_archive_of_another_revision_goes_and_counts_as_free(capsys, t
     assert placed_shard(store, tmp_path)
 
 
-def test_an_origin_without_ranges_sends_the_archive_again_and_it_still_verifies(capsys, tmp_path):
-    web, digest = archive(tmp_path)
-    size = os.path.getsize(web / ARCHIVE)
+@pytest.mark.parametrize("kind", ["files", "archive"])
+def test_an_origin_without_ranges_sends_it_again_and_it_still_verifies(capsys, tmp_path, kind):
+    """A file of a list, or an archive: the origin ignores the Range and answers with the whole of it again."""
+    if kind == "files":
+        root, pins = model(tmp_path)
+        web, name, placer, source = root, SHARD, place, tmp_path / "web" / SHARD
+    else:
+        (web, pins), name, placer = archive(tmp_path), ARCHIVE, place_archive
+        source = tmp_path / "model-77" / SHARD
+    size = os.path.getsize(os.path.join(web, name))
     store = tmp_path / "store"
-    with hostile_origin(web, {ARCHIVE: "cut-norange"}) as server:
-        assert place_archive(capsys, server, store, digest).get("failed") is True
-        second = place_archive(capsys, server, store, digest)
+    with hostile_origin(web, {name: "cut-norange"}) as server:
+        assert placer(capsys, server, store, pins).get("failed") is True
+        second = placer(capsys, server, store, pins)
         assert second.get("failed") is not True, second
-        assert server.ranges == [(ARCHIVE, "bytes=%d-" % (size // 2))] and server.served(ARCHIVE) == size // 2 + size
-    assert placed_shard(store, tmp_path)
+        assert server.ranges == [(name, "bytes=%d-" % (size // 2))] and server.served(name) == size // 2 + size
+    assert (store / "tiny" / "current" / SHARD).read_bytes() == source.read_bytes()
