@@ -20,11 +20,12 @@ description:
     A failure removes the staging directory and leaves the previous revision current.
   - Free disk is checked against the bytes the source announces before the first byte is written.
   - An HTTP(S) archive (a URL ending in C(.tar), C(.tar.gz), C(.tgz), C(.tar.xz), C(.txz), C(.tar.bz2), C(.tbz2) or
-    C(.zip)) is streamed into C(<store>/<name>/.staging-<revision>.archive), beside the staging directory, and
-    verified against its sha256; its members are checked (regular files and directories only, relative names without
-    C(..)) and weighed, then extracted one by one into the staging directory (one common top-level directory
-    stripped), where every extracted file is verified and recorded like any other source's. The archive file is
-    removed on success and on failure.
+    C(.zip)) is streamed into C(<store>/<name>/.staging-<revision>/.archive/), a name the store reserves in the
+    staging directory, and verified against its sha256; its members are checked (regular files and directories only,
+    relative names without C(..), none under C(.archive)) and weighed, then extracted one by one into the staging
+    directory (one common top-level directory stripped), and the archive is removed before every extracted file is
+    verified and recorded like any other source's. A transfer that stops early leaves the partial archive there and
+    the next run for the revision goes on from its last byte, as for a file list; a refusal removes it with staging.
   - Hub sources need C(huggingface_hub), S3 sources C(boto3), in the interpreter that runs the module (the role's
     tools venv).
 options:
@@ -1158,10 +1159,14 @@ def _http_stream(model, url, path, ca_bundle, cap, limit=0):
     return digest.hexdigest()
 
 
+# The directory inside staging an archive is downloaded into (kept by an interrupted run, see place_archive).
+ARCHIVE_DIR = ".archive"
+
+
 def place_archive(store, module):
-    """An HTTP(S) archive of the model directory: streamed into a file beside the staging directory (not in it),
-    verified against the archive's sha256, its members checked and weighed with their exact sizes, then extracted
-    member by member into staging, where each extracted file is verified and recorded (sha256 and size)."""
+    """An HTTP(S) archive of the model directory: streamed into staging's reserved ARCHIVE_DIR, verified against the
+    archive's sha256, its members checked and weighed with their exact sizes, then extracted member by member into
+    staging, the archive removed, and each extracted file verified and recorded (sha256 and size)."""
     model, result = store.model, {"changed": False}
     key = _http_key(model)
     revision = _known_revision(store, model)
@@ -1187,29 +1192,35 @@ def place_archive(store, module):
     record = _record(model, revision, key, {}, {"weight_bytes": size, "total_bytes": size})
 
     def download(staging):
-        path = staging + ".archive"  # beside staging, so the directory verified holds the model's files only
-        try:
-            try:
-                got = _http_stream(model, model["source"], path, ca_bundle, store.cap, limit=size)
-            except TransferInterrupted as error:  # the archive file goes (finally): nothing to go on from
-                raise ModelStoreError(str(error))
-            if got != digest:
-                raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
-                                      % (name, got, digest))
-            with vllm_model_archive.ModelArchive(path, name, variable + ".source",
-                                                 store_rules.redact_url(model["source"])) as archive:
-                members = archive.members()
-                sizes = dict((member.path, member.size) for member in members if not member.directory)
-                result["fit"] = store.check_fit(revision, store_rules.weight_bytes(sizes),
-                                                consequence="Weighed from the archive's members: nothing was extracted")
-                store.check_disk(revision, sum(sizes.values()))
-                archive.extract(members, staging)
-            return dict((member, {"size": sizes[member]}) for member in sizes)
-        finally:
-            if os.path.lexists(path):
-                os.unlink(path)
+        # The partial archive lies inside staging, under a name the store reserves (as the hub client's .cache), not
+        # beside it: staging is what the disk check counts as kept, what a fetch of another revision removes and counts
+        # as free, what a refusal removes and an interruption keeps, and what the lock and the leftovers rules already
+        # cover; a file of its own beside staging would need each of those taught a second name. It goes before the
+        # extracted files are verified, and no member may lie under its name.
+        reserved = os.path.join(staging, ARCHIVE_DIR)
+        os.makedirs(reserved, 0o700, exist_ok=True)
+        path = store_rules.check_inside(staging, os.path.join(reserved, "archive"))
+        # An interruption (TransferInterrupted) keeps what arrived; the next run goes on from its last byte.
+        got = _http_stream(model, model["source"], path, ca_bundle, store.cap, limit=size)
+        if got != digest:
+            raise ModelStoreError("%s has sha256 %s, expected %s: a corrupted download or a wrong checksum"
+                                  % (name, got, digest))
+        with vllm_model_archive.ModelArchive(path, name, variable + ".source",
+                                             store_rules.redact_url(model["source"])) as archive:
+            members = archive.members()
+            taken = [member.path for member in members if member.path.split("/")[0] == ARCHIVE_DIR]
+            if taken:
+                raise archive.error("member %s uses the name %s, which the store reserves for the download" % (
+                    store_rules.shown(taken[0]), ARCHIVE_DIR))
+            sizes = dict((member.path, member.size) for member in members if not member.directory)
+            result["fit"] = store.check_fit(revision, store_rules.weight_bytes(sizes),
+                                            consequence="Weighed from the archive's members: nothing was extracted")
+            store.check_disk(revision, sum(sizes.values()))
+            archive.extract(members, staging)
+        shutil.rmtree(reserved)
+        return dict((member, {"size": sizes[member]}) for member in sizes)
 
-    return store.fetch(revision, record, None, download, result, disk_bytes=2 * size)
+    return store.fetch(revision, record, None, download, result, disk_bytes=2 * size, keep_in_staging=(ARCHIVE_DIR,))
 
 
 def _in_parallel(function, names, workers):

@@ -153,3 +153,19 @@ def test_a_presigned_query_is_never_printed_nor_stored(capsys, origin):
     assert refused["failed"] and "X-Amz" not in refused["msg"], refused
     assert refused["msg"].startswith("vllm_model_models (tiny).source: %s/missing.tar.gz?(redacted) cannot be fetched "
                                      "(got HTTPError: " % server.url), refused["msg"]
+
+
+def test_a_member_under_the_name_the_download_uses_is_refused(capsys, origin):
+    """Staging's .archive holds the download while it arrives (an interrupted run goes on from it): an archive whose
+    members would be extracted there is refused before anything is extracted."""
+    web, server, tmp_path = origin
+    model_dir = write_tiny_model(str(tmp_path / "taken"), seed=4)
+    os.makedirs(os.path.join(model_dir, ".archive"))
+    with open(os.path.join(model_dir, ".archive", "archive"), "w", encoding="utf-8") as handle:
+        handle.write("not the download")
+    _pack(web, "taken.tar.gz", model_dir)
+    refused = run_module(capsys, source=server.url + "/taken.tar.gz", **_common(tmp_path))
+    assert refused["failed"] is True and "\n" not in refused["msg"], refused
+    assert "member .archive uses the name .archive, which the store reserves for the download" in \
+        refused["msg"], refused["msg"]
+    assert os.listdir(tmp_path / "store" / "tiny") == []

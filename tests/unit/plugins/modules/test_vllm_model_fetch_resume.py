@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tarfile
 
+import pytest
+
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as rules
 from model_fetch import run_module
 from stand_ins.hostile_http import hostile_origin
 from stand_ins.tiny_model import write_tiny_model
@@ -70,18 +74,6 @@ def test_bytes_that_do_not_verify_are_not_gone_on_from_twice(capsys, tmp_path):
     assert "resumed_bytes" not in third
 
 
-def test_an_origin_without_ranges_sends_the_file_again_and_it_still_verifies(capsys, tmp_path):
-    root, sums = model(tmp_path)
-    size = os.path.getsize(os.path.join(root, SHARD))
-    store = tmp_path / "store"
-    with hostile_origin(root, {SHARD: "cut-norange"}) as server:
-        assert place(capsys, server, store, sums).get("failed") is True
-        second = place(capsys, server, store, sums)
-        assert second.get("failed") is not True, second
-        assert server.ranges == [(SHARD, "bytes=%d-" % (size // 2))] and server.served(SHARD) == size // 2 + size
-    assert hashlib.sha256((store / "tiny" / "current" / SHARD).read_bytes()).hexdigest() == sums[SHARD]
-
-
 def test_a_file_already_complete_in_staging_is_not_fetched_again(capsys, tmp_path):
     root, sums = model(tmp_path)
     store = tmp_path / "store"
@@ -122,3 +114,114 @@ def test_what_an_interrupted_run_left_for_another_revision_goes_before_the_next_
         result = place(capsys, server, store, wrong)
     assert result.get("failed") is True and "%s has sha256" % SHARD in result["msg"], result
     assert not os.path.lexists(stale)
+
+
+# An HTTP(S) archive is one transfer: what arrived of it stays in staging's reserved .archive directory and the next
+# run for that revision asks for the rest. On the old code the partial archive was removed on any failure, so the next
+# run sent no Range and fetched the whole archive again.
+ARCHIVE = "tiny.tar.gz"
+
+
+def archive(tmp_path, name=ARCHIVE, seed=77):
+    """web/name: a tar.gz of a tiny model with a 2 MiB shard (random bytes: the archive is about as large); its
+    sha256."""
+    web = tmp_path / "web"
+    web.mkdir(exist_ok=True)
+    root = write_tiny_model(str(tmp_path / ("model-%d" % seed)), seed=seed, hidden=256, vocab=1024)
+    with tarfile.open(web / name, "w:gz") as tar:
+        tar.add(root, arcname="tiny")
+    return web, hashlib.sha256((web / name).read_bytes()).hexdigest()
+
+
+def place_archive(capsys, server, store, digest, name=ARCHIVE):
+    return run_module(capsys, store=str(store), name="tiny", source="%s/%s" % (server.url, name),
+                      sha256={name: digest}, min_free_disk_gib=0)
+
+
+def partial(store):
+    return staging(store) / ".archive" / "archive"
+
+
+def placed_shard(store, tmp_path, seed=77):
+    data = (store / "tiny" / "current" / SHARD).read_bytes()
+    return data == (tmp_path / ("model-%d" % seed) / SHARD).read_bytes()
+
+
+def test_an_interrupted_archive_is_gone_on_from_with_one_range_request(capsys, tmp_path):
+    web, digest = archive(tmp_path)
+    size = os.path.getsize(web / ARCHIVE)
+    store = tmp_path / "store"
+    with hostile_origin(web, {ARCHIVE: "cut"}) as server:
+        first = place_archive(capsys, server, store, digest)
+        assert first.get("failed") is True, first
+        assert "stopped after %d of its %d bytes" % (size // 2, size) in first["msg"], first["msg"]
+        assert "the %d bytes that arrived stay in %s and the next run goes on from there" % (
+            size // 2, staging(store)) in first["msg"], first["msg"]
+        assert os.path.getsize(partial(store)) == size // 2
+        assert not os.path.lexists(store / "tiny" / "current")
+        second = place_archive(capsys, server, store, digest)
+        assert second.get("failed") is not True, second
+        assert second["resumed_bytes"] == size // 2, second
+        assert server.ranges == [(ARCHIVE, "bytes=%d-" % (size // 2))], server.ranges
+        assert server.served(ARCHIVE) == size  # half, then the other half: about the archive once, not 1.5 times
+    assert placed_shard(store, tmp_path)
+    record = rules.read_state(str(store / "tiny"))["revisions"][second["revision"]]
+    assert ".archive/archive" not in record["files"] and SHARD in record["files"]
+    assert sorted(os.listdir(store / "tiny")) == [".state.json", "current", second["revision"]]
+
+
+def test_a_damaged_partial_archive_is_refused_then_a_clean_run_places(capsys, tmp_path):
+    web, digest = archive(tmp_path)
+    store = tmp_path / "store"
+    with hostile_origin(web, {ARCHIVE: "cut"}) as server:
+        assert place_archive(capsys, server, store, digest).get("failed") is True
+        with open(partial(store), "r+b") as handle:  # what arrived was damaged on disk
+            handle.write(b"\xff" * 64)
+        second = place_archive(capsys, server, store, digest)
+        assert second.get("failed") is True, second
+        assert second["msg"].startswith("tiny: %s has sha256 " % ARCHIVE), second["msg"]
+        assert "stay in" not in second["msg"], second["msg"]
+        assert os.listdir(store / "tiny") == []  # the partial archive went with staging
+        third = place_archive(capsys, server, store, digest)
+    assert third.get("failed") is not True, third
+    assert "resumed_bytes" not in third
+    assert placed_shard(store, tmp_path)
+
+
+def test_a_partial_archive_of_another_revision_goes_and_counts_as_free(capsys, tmp_path, monkeypatch):
+    """The source moved to another archive after an interrupted run: the old revision's partial archive goes before the
+    new one is fetched, and the disk check counted it as free (the free space given here is short of the new archive's
+    twice by less than the partial archive holds)."""
+    web, old = archive(tmp_path, "old.tar.gz", seed=5)
+    web, new = archive(tmp_path, ARCHIVE)
+    store = tmp_path / "store"
+    with hostile_origin(web, {"old.tar.gz": "cut"}) as server:
+        assert place_archive(capsys, server, store, old, name="old.tar.gz").get("failed") is True
+        left = staging(store)
+        kept = os.path.getsize(partial(store))
+        assert kept == os.path.getsize(web / "old.tar.gz") // 2
+        monkeypatch.setattr(rules, "free_bytes", lambda path: 2 * os.path.getsize(web / ARCHIVE) - kept // 2)
+        result = place_archive(capsys, server, store, new)
+    assert result.get("failed") is not True, result
+    assert not os.path.lexists(left)
+    assert sorted(os.listdir(store / "tiny")) == [".state.json", "current", result["revision"]]
+    assert placed_shard(store, tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["files", "archive"])
+def test_an_origin_without_ranges_sends_it_again_and_it_still_verifies(capsys, tmp_path, kind):
+    """A file of a list, or an archive: the origin ignores the Range and answers with the whole of it again."""
+    if kind == "files":
+        root, pins = model(tmp_path)
+        web, name, placer, source = root, SHARD, place, tmp_path / "web" / SHARD
+    else:
+        (web, pins), name, placer = archive(tmp_path), ARCHIVE, place_archive
+        source = tmp_path / "model-77" / SHARD
+    size = os.path.getsize(os.path.join(web, name))
+    store = tmp_path / "store"
+    with hostile_origin(web, {name: "cut-norange"}) as server:
+        assert placer(capsys, server, store, pins).get("failed") is True
+        second = placer(capsys, server, store, pins)
+        assert second.get("failed") is not True, second
+        assert server.ranges == [(name, "bytes=%d-" % (size // 2))] and server.served(name) == size // 2 + size
+    assert (store / "tiny" / "current" / SHARD).read_bytes() == source.read_bytes()
