@@ -679,7 +679,10 @@ def hub_environment(store_root, ca_bundle):
     SSL_CERT_FILE (and SSL_CERT_DIR) in place of the system's, so with ca_bundle SSL_CERT_FILE names it and
     SSL_CERT_DIR is removed: hf_xet trusts the bundle alone, as the hub client's own HTTP client does."""
     environment = {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-                   "HF_HOME": os.path.join(store_root, ".hf-home")}
+                   "HF_HOME": os.path.join(store_root, ".hf-home"),
+                   # hf_xet's chunk cache (10 GB by default in some builds, under HF_HOME) would grow outside staging,
+                   # past the cap's watch: the store keeps each revision once, so the cache holds nothing it needs.
+                   "HF_XET_CHUNK_CACHE_SIZE_BYTES": "0"}
     if ca_bundle:
         environment.update(SSL_CERT_FILE=ca_bundle, SSL_CERT_DIR=None)
     return environment

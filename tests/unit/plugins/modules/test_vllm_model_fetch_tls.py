@@ -98,6 +98,7 @@ def test_the_hub_environment_points_hf_xet_at_the_bundle_alone():
     given = hub_environment("/srv/store", "/opt/model-tools/pip-ca-bundle.pem")
     assert given["SSL_CERT_FILE"] == "/opt/model-tools/pip-ca-bundle.pem" and given["SSL_CERT_DIR"] is None
     assert given["HF_HUB_DISABLE_TELEMETRY"] == "1" and given["HF_HOME"] == "/srv/store/.hf-home"
+    assert given["HF_XET_CHUNK_CACHE_SIZE_BYTES"] == "0"  # no cache outside staging, where the cap's watch looks
     assert "SSL_CERT_FILE" not in hub_environment("/srv/store", None)
     assert "SSL_CERT_DIR" not in hub_environment("/srv/store", "")
 
