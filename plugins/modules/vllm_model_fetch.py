@@ -265,6 +265,12 @@ reached:
       V(endpoint), V(directory), or V(on the controller) for a controller source).
   returned: action reach
   type: str
+mirror:
+  description:
+    - For V(reach) of a model with a fleet mirror that this host does not hold, how the mirror was asked (V(refs read)
+      with boto3, V(endpoint) without).
+  returned: action reach, when the model has a mirror
+  type: str
 resolved:
   description: For V(resolve), the commit the branch or tag leads to (the commit itself for a commit); null when unresolved.
   returned: action resolve
@@ -956,7 +962,7 @@ def _staging_watch(store, staging, largest, endpoint):
 
     def watch():
         seen, total = set(), 0
-        for directory, _, files in os.walk(staging):
+        for directory, dummy, files in os.walk(staging):
             for name in files:
                 try:
                     status = os.lstat(os.path.join(directory, name))
@@ -1646,6 +1652,8 @@ def reach_source(store, module):
     except SourceUnreachable as error:
         if not (held or model["mirror"]):
             raise
+        if not held:  # the mirror is where this host's revision comes from now: it must answer
+            _reach_mirror(model, module.params["ca_bundle"])
         module.warn("%s; %s" % (error, "this host keeps the commit %s it holds for %s unless the controller resolves "
                                 "it" % (revision, model["revision"]) if held else "the fleet's mirror %s must hold the "
                                 "revision, or one host reach the origin to seed it" % store_rules.redact_url(
@@ -1654,7 +1662,20 @@ def reach_source(store, module):
                 "reached": "placed (the source did not answer)" if held else "mirror (the origin did not answer)"}
     if answer.get("revision") and store.placed(answer["revision"]):
         return {"changed": False, "needed": False, "revision": answer["revision"], "reached": "placed"}
+    if model["mirror"]:  # every host reads it (and one seeds it) before it places the revision
+        answer["mirror"] = _reach_mirror(model, module.params["ca_bundle"])
     return dict(answer, changed=False, needed=True)
+
+
+def _reach_mirror(model, ca_bundle):
+    """The fleet's mirror from this host: with boto3 (the tools venv), its refs.json read as placing reads it first
+    (the keys, the grant and the entries checked); without, its endpoint answering, as for an S3 source."""
+    if _importable("boto3"):
+        s3.Mirror(model, ca_bundle).refs()
+        return "refs read"
+    _reach_s3_endpoint(dict(model, bucket=model["mirror_bucket"], prefix=model["mirror_prefix"]), ca_bundle,
+                       key="mirror")
+    return "endpoint"
 
 
 def _ask_source(store, module):
@@ -1735,7 +1756,7 @@ def _reach_hub(store, module):
             "free_bytes": store.check_disk(revision, record["total_bytes"])}
 
 
-def _reach_s3_endpoint(model, ca_bundle):
+def _reach_s3_endpoint(model, ca_bundle, key="source"):
     """Without boto3 (a host without the tools venv yet): the bucket's server answers over HTTPS (any status: the
     request is not signed), so the name resolves, the network lets it through and its certificate is trusted."""
     endpoint = (model["endpoint_url"] or ("https://s3.%s.amazonaws.com" % model["region"] if model["region"]
@@ -1745,7 +1766,7 @@ def _reach_s3_endpoint(model, ca_bundle):
                  ca_path=ca_bundle).close()
     except Exception as error:  # an HTTP status is an answer; the rest is the network
         if getattr(error, "code", None) is None:
-            raise SourceUnreachable(str(s3.error_line(model, s3.url(model["bucket"], model["prefix"]), error)))
+            raise SourceUnreachable(str(s3.error_line(model, s3.url(model["bucket"], model["prefix"]), error, key=key)))
     return {"endpoint": endpoint}
 
 

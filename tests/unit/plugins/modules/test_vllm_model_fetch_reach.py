@@ -20,6 +20,7 @@ from pathlib import Path
 from http_origin import http_origin
 from model_fetch import run_module
 from stand_ins.hub_server import HubProcess, hub_repository
+from stand_ins.s3_origin import REGION, S3Origin
 from stand_ins.tiny_model import write_tiny_model
 from test_vllm_model_fetch_serving import facts, fit
 from ansible_collections.arm_inference.vllm.plugins.modules import vllm_model_fetch
@@ -213,15 +214,81 @@ def test_a_branch_is_asked_where_it_leads_now_even_where_the_host_holds_a_commit
     assert (silent["needed"], silent["reached"]) == (False, "placed (the source did not answer)"), silent
 
 
+@pytest.fixture(scope="module")
+def fleet_mirror():
+    """moto's S3 server (tests/stand_ins/s3_origin.py) with the fleet's mirror bucket, empty."""
+    server = S3Origin().start()
+    server.client().create_bucket(Bucket="fleet-cache", CreateBucketConfiguration={"LocationConstraint": REGION})
+    yield server
+    server.stop()
+
+
+def mirrored(endpoint):
+    return {"mirror": "s3://fleet-cache/models", "region": REGION, "endpoint_url": endpoint,
+            "access_key_id": "AKIAREACHREACHREACH0", "secret_access_key": "reach-secret"}
+
+
 def test_a_mirrored_model_passes_when_its_origin_does_not_answer_this_host_but_not_when_it_refuses(capsys, tmp_path,
-                                                                                                   hub, client):
-    mirror = {"mirror": "s3://fleet-cache/models", "region": "eu-west-1", "endpoint_url": "http://127.0.0.1:9"}
+                                                                                                   hub, client,
+                                                                                                   fleet_mirror):
+    mirror = mirrored(fleet_mirror.endpoint)
     silent = reach(capsys, tmp_path / "store", source="hf://org/tiny", revision=COMMIT,
                    endpoint="http://127.0.0.1:%d" % closed_port(), **mirror)
     assert silent.get("failed") is not True, silent
     assert (silent["needed"], silent["reached"]) == (True, "mirror (the origin did not answer)"), silent
     refused = reach(capsys, tmp_path / "store", source="hf://org/tiny", revision="v9", endpoint=hub.endpoint, **mirror)
     assert refused.get("failed") is True and refused["msg"].startswith("vllm_model_models (tiny).revision: "), refused
+    answered = reach(capsys, tmp_path / "store", source="hf://org/tiny", revision=COMMIT, endpoint=hub.endpoint,
+                     **mirror)
+    assert answered.get("failed") is not True, answered
+    assert (answered["needed"], answered["mirror"]) == (True, "refs read"), answered
+
+
+@pytest.mark.parametrize("origin_answers", [True, False])
+def test_a_mirror_this_host_cannot_reach_is_refused_before_any_host_changes(capsys, tmp_path, hub, origin_answers):
+    """Every host reads the mirror (one seeds it): one that cannot reach it would fail at placing, after the rest of
+    the run changed it."""
+    endpoint = "http://127.0.0.1:%d" % closed_port()
+    refused = reach(capsys, tmp_path / "store", source="hf://org/tiny", revision=COMMIT,
+                    endpoint=hub.endpoint if origin_answers else "http://127.0.0.1:%d" % closed_port(),
+                    **mirrored(endpoint))
+    assert refused.get("failed") is True, refused
+    assert refused["msg"].startswith("vllm_model_models (tiny).endpoint_url: %s cannot be reached for "
+                                     "s3://fleet-cache/models/tiny/refs.json" % endpoint), refused["msg"]
+    assert not os.path.exists(tmp_path / "store")
+
+
+def test_a_mirror_whose_bucket_does_not_exist_or_whose_refs_are_hostile_is_refused(capsys, tmp_path, hub, fleet_mirror):
+    args = dict(mirrored(fleet_mirror.endpoint), source="hf://org/tiny", revision=COMMIT, endpoint=hub.endpoint)
+    elsewhere = dict(args)
+    elsewhere["mirror"] = "s3://no-bucket/m"
+    missing = reach(capsys, tmp_path / "store", **elsewhere)
+    assert missing.get("failed") is True, missing
+    assert missing["msg"].startswith("vllm_model_models (tiny).mirror: the bucket of s3://no-bucket/m/tiny/refs.json "
+                                     "does not exist"), missing["msg"]
+    fleet_mirror.client().put_object(Bucket="fleet-cache", Key="models/tiny/refs.json",
+                                     Body=json.dumps({COMMIT: "../../etc"}).encode())
+    try:
+        hostile = reach(capsys, tmp_path / "store", **args)
+    finally:
+        fleet_mirror.client().delete_object(Bucket="fleet-cache", Key="models/tiny/refs.json")
+    assert hostile.get("failed") is True, hostile
+    assert hostile["msg"].startswith("vllm_model_models (tiny).mirror: s3://fleet-cache/models/tiny/refs.json "
+                                     "entry "), hostile["msg"]
+
+
+def test_a_mirror_without_boto3_must_reach_its_endpoint(capsys, tmp_path, hub, monkeypatch):
+    monkeypatch.setitem(sys.modules, "boto3", None)
+    args = {"source": "hf://org/tiny", "revision": COMMIT, "endpoint": hub.endpoint}
+    with http_origin(tmp_path) as server:  # any answer of the bucket's server (here a 404) is an answer
+        answer = reach(capsys, tmp_path / "store", **dict(mirrored(server.url), **args))
+    assert answer.get("failed") is not True, answer
+    assert answer["mirror"] == "endpoint" and ("HEAD", "/fleet-cache") in server.requests
+    endpoint = "http://127.0.0.1:%d" % closed_port()
+    refused = reach(capsys, tmp_path / "store", **dict(mirrored(endpoint), **args))
+    assert refused.get("failed") is True, refused
+    assert refused["msg"].startswith("vllm_model_models (tiny).endpoint_url: %s cannot be reached for "
+                                     "s3://fleet-cache/models" % endpoint), refused["msg"]
 
 
 def test_a_fresh_host_runs_vllm_serves_rules_on_the_hubs_config_before_any_weight(capsys, tmp_path, hub, client):
