@@ -1019,7 +1019,7 @@ def _http_stream(model, url, path, ca_bundle, cap, limit=0):
         response = _http_open(model, url, ca_bundle=ca_bundle, offset=offset)
     except ModelStoreError as error:
         raise TransferInterrupted(str(error))
-    if offset and response.headers.get("Content-Range", "").split("/")[0].strip() != "bytes %d-%d" % (offset, limit - 1):
+    if offset and _range_answered(model, url, response, offset, limit) == 0:
         offset, digest = 0, hashlib.sha256()  # the whole file came back: it starts again
     count = cap.counter(store_rules.redact_url(url), limit - offset if limit else 0)
     try:
@@ -1041,6 +1041,25 @@ def _http_stream(model, url, path, ca_bundle, cap, limit=0):
     finally:
         response.close()  # a stopped transfer hangs up on the origin
     return digest.hexdigest()
+
+
+def _range_answered(model, url, response, offset, limit):
+    """Where the body of the answer to `Range: bytes=<offset>-` begins: 0 for the whole file (200, or 206 for bytes
+    0-<end>/<limit>: it starts again), offset for exactly the rest of the file announced (206 bytes
+    <offset>-<limit - 1>/<limit or *>). Any other 206 (another offset, end or size) is refused: its bytes appended, or
+    written from the start, would make another file; staging goes and the next run fetches it from its start."""
+    if response.getcode() != 206:
+        return 0
+    answered = response.headers.get("Content-Range", "")
+    found = re.match(r"^bytes (\d+)-(\d+)/(\d+|\*)$", answered.strip())
+    if found and int(found.group(2)) == limit - 1 and found.group(3) in (str(limit), "*"):
+        if int(found.group(1)) in (0, offset):
+            return int(found.group(1))
+    response.close()
+    raise ModelStoreError("vllm_model_models (%s).source: %s answered the request for its bytes %d- (of %d) with "
+                          "Content-Range %s, not the rest of the file (an origin or proxy that answers ranges "
+                          "wrongly); nothing of it is kept, the next run fetches the file from its start"
+                          % (model["name"], store_rules.redact_url(url), offset, limit, store_rules.shown(answered)))
 
 
 def place_archive(store, module):
