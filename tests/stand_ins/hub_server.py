@@ -15,7 +15,8 @@ computed once at start-up, as the hub stores it at push time, and bytes are read
 a file changed on disk after start-up is served with the old sha256 announced, which is how the tests
 produce a corrupted download. GET /_stand_in/bytes-served answers how many file bytes it has sent, so a test
 can count the origin's traffic, and GET /_stand_in/requests the file requests it answered ([method, path], in order),
-so a test can show which files a client asked for. Usage: python hub_server.py ROOT PORT (binds 127.0.0.1; prints "ready").
+so a test can show which files a client asked for. Usage: python hub_server.py ROOT PORT [CERT KEY] (binds 127.0.0.1;
+serves HTTPS with CERT and KEY when given, as a hub behind a TLS-intercepting proxy; prints "ready").
 
 A hostile hub, for the tests that prove the collection refuses one: a file answer.json in a repository's
 directory ({"<ref>": {"sha": "<any string>", "unchecked": ["<file>", ...]}}) makes the model info for that
@@ -32,6 +33,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -235,18 +237,21 @@ class HubProcess:
     """The stand-in as a process a test starts and stops, on a free port of 127.0.0.1. prefix: a command the process
     runs under (nsenter into a container's network namespace: its 127.0.0.1 is then the container's)."""
 
-    def __init__(self, root, prefix=()):
+    def __init__(self, root, prefix=(), tls=None, ca_bundle=None):
+        """tls: (certificate, key) files to serve HTTPS with; ca_bundle: what requests() and bytes_served() trust then."""
         self.root = root
         self.prefix = list(prefix)
+        self.tls = list(tls or ())
+        self.context = ssl.create_default_context(cafile=ca_bundle) if tls else None
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.endpoint = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
         self.process = None
 
     def start(self):
         self.process = subprocess.Popen(self.prefix + [sys.executable, os.path.abspath(__file__), str(self.root),
-                                                       str(self.port)],
+                                                       str(self.port)] + self.tls,
                                         stdout=subprocess.PIPE, text=True)
         assert self.process.stdout.readline().strip() == "ready"
         return self
@@ -258,21 +263,26 @@ class HubProcess:
             self.process = None
 
     def bytes_served(self):
-        with urllib.request.urlopen(self.endpoint + "/_stand_in/bytes-served", timeout=10) as response:
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/bytes-served", timeout=10,
+                                    context=self.context) as response:
             return json.loads(response.read())["bytes"]
 
     def requests(self):
         """[(method, path)] of the file requests this run of the stand-in answered, in order."""
-        with urllib.request.urlopen(self.endpoint + "/_stand_in/requests", timeout=10) as response:
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/requests", timeout=10, context=self.context) as response:
             return [tuple(request) for request in json.loads(response.read())]
 
 
-def main(root, port):
+def main(root, port, certificate=None, key=None):
     HubHandler.repositories = load_repositories(root)
     server = ThreadingHTTPServer(("127.0.0.1", int(port)), HubHandler)
+    if certificate:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(certificate, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print("ready", flush=True)
     server.serve_forever()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:5])
