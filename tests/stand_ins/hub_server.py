@@ -23,6 +23,10 @@ directory ({"<ref>": {"sha": "<any string>", "unchecked": ["<file>", ...]}}) mak
 ref announce that sha (a refs.json entry with the same string lets its files be downloaded too) and list the
 files named under "unchecked" without any checksum (no LFS sha256, no blob id); a file named under "endless" is
 sent (GET) with chunked transfer encoding and no length, without end (1 GiB at most), as a hostile or broken hub would.
+A file named under "redirect" is answered, as the hub answers an LFS file, with a redirect to another host (a CDN):
+http://localhost:<port>/_stand_in/cdn/<repo>/<commit>/<file>, which serves it to anyone and records the Authorization
+header it was sent (GET /_stand_in/cdn-requests: [[path, header or ""]]), so a test can show a token stays with the
+hub.
 HubProcess runs the stand-in from a test.
 """
 
@@ -85,6 +89,8 @@ class HubHandler(BaseHTTPRequestHandler):
     repositories = {}
     served = [0]  # file bytes sent, shared by the server's threads
     requests = []  # [method, path] of each file request, shared by the server's threads
+    cdn = []  # [path, Authorization header or ""] of each request to the CDN the redirected files go to
+    scheme = "http"
     served_lock = threading.Lock()
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's signature
@@ -136,13 +142,16 @@ class HubHandler(BaseHTTPRequestHandler):
         resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", raw)
         if resolve:
             resolve = [unquote(part) for part in resolve.groups()]
-        if path in ("/_stand_in/bytes-served", "/_stand_in/requests"):
+        if path in ("/_stand_in/bytes-served", "/_stand_in/requests", "/_stand_in/cdn-requests"):
             with self.served_lock:
-                body = json.dumps({"bytes": self.served[0]} if path.endswith("served") else self.requests).encode()
+                body = json.dumps({"bytes": self.served[0]} if path.endswith("served") else
+                                  self.cdn if path.endswith("cdn-requests") else self.requests).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+        elif path.startswith("/_stand_in/cdn/"):
+            self._cdn(path[len("/_stand_in/cdn/"):])
         elif info and self.command == "GET":
             self._model_info(info.group(1), info.group(2))
         elif resolve:
@@ -182,6 +191,13 @@ class HubHandler(BaseHTTPRequestHandler):
         if self.command == "GET" and any(name in answer.get("endless", ()) for answer in repository["answers"].values()):
             self._endless()
             return
+        if any(name in answer.get("redirect", ()) for answer in repository["answers"].values()):
+            self.send_response(302)
+            self.send_header("Location", "%s://localhost:%d/_stand_in/cdn/%s/%s/%s" % (
+                self.scheme, self.server.server_address[1], repo_id, commit, name))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         data = open(os.path.join(repository["commits"][commit]["base"], name), "rb").read()
         etag = metadata["lfs"]["sha256"] if "lfs" in metadata else metadata["blobId"]
         start, status = 0, 200
@@ -201,6 +217,22 @@ class HubHandler(BaseHTTPRequestHandler):
             self.wfile.write(data[start:])
             with self.served_lock:
                 self.served[0] += len(data) - start
+
+    def _cdn(self, path):
+        repo_id, commit, name = "/".join(path.split("/")[:2]), path.split("/")[2], "/".join(path.split("/")[3:])
+        with self.served_lock:
+            self.cdn.append(["/_stand_in/cdn/" + path, self.headers.get("Authorization") or ""])
+        repository = self.repositories.get(repo_id) or {"commits": {}}
+        if name not in repository["commits"].get(commit, {}).get("files", {}):
+            self._error(404, "EntryNotFound", "no file %s" % path)
+            return
+        data = open(os.path.join(repository["commits"][commit]["base"], name), "rb").read()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        if self.command == "GET":
+            self.wfile.write(data)
 
     def _endless(self):
         self.send_response(200)
@@ -267,6 +299,12 @@ class HubProcess:
                                     context=self.context) as response:
             return json.loads(response.read())["bytes"]
 
+    def cdn_requests(self):
+        """[(path, Authorization header or "")] of the requests to the CDN the redirected files go to, in order."""
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/cdn-requests", timeout=10,
+                                    context=self.context) as response:
+            return [tuple(request) for request in json.loads(response.read())]
+
     def requests(self):
         """[(method, path)] of the file requests this run of the stand-in answered, in order."""
         with urllib.request.urlopen(self.endpoint + "/_stand_in/requests", timeout=10, context=self.context) as response:
@@ -280,6 +318,7 @@ def main(root, port, certificate=None, key=None):
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(certificate, key)
         server.socket = context.wrap_socket(server.socket, server_side=True)
+        HubHandler.scheme = "https"
     print("ready", flush=True)
     server.serve_forever()
 
