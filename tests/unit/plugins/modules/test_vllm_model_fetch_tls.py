@@ -55,16 +55,22 @@ def pki(tmp_path_factory):
     return root
 
 
-def test_https_and_s3_downloads_trust_the_bundle_given(capsys, tmp_path, pki):
-    web = tmp_path / "web"
-    model = write_tiny_model(str(web / "tiny"), seed=41)
-    sums = {name: hashlib.sha256(Path(model, name).read_bytes()).hexdigest() for name in os.listdir(model)}
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(web))
+def https_origin(directory, pki):
+    """Python's http.server serving directory over TLS with the certificate the test CA signed, in a thread."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_https_and_s3_downloads_trust_the_bundle_given(capsys, tmp_path, pki):
+    web = tmp_path / "web"
+    model = write_tiny_model(str(web / "tiny"), seed=41)
+    sums = {name: hashlib.sha256(Path(model, name).read_bytes()).hexdigest() for name in os.listdir(model)}
+    server = https_origin(web, pki)
     s3 = S3Origin(tls=(str(pki / "server.pem"), str(pki / "server.key")), ca_bundle=str(pki / "ca.pem")).start()
     try:
         s3.put_model("models", "org/tiny", model)
@@ -181,12 +187,7 @@ def test_reach_trusts_the_pem_text_of_the_bundle_the_role_installs_later(capsys,
     web = tmp_path / "web"
     model = write_tiny_model(str(web / "tiny"), seed=13)
     sums = {name: hashlib.sha256(Path(model, name).read_bytes()).hexdigest() for name in os.listdir(model)}
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(web))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = https_origin(web, pki)
     hub = HubProcess(tmp_path / "hub", tls=(str(pki / "server.pem"), str(pki / "server.key")),
                      ca_bundle=str(pki / "ca.pem")).start()
     for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HF_HOME"):  # what the hub client's environment sets, restored
