@@ -71,8 +71,8 @@ class S3Origin:
     def requests(self):
         """[(method, path)] of every request the server logged (needs log), in order: what a client asked the store."""
         with open(self.log, encoding="utf-8", errors="replace") as log:
-            return [(found.group(1), found.group(2)) for found in (re.search(r'"([A-Z]+) (\S+) HTTP/[0-9.]+"', line)
-                                                                    for line in log) if found]
+            found = [re.search(r'"([A-Z]+) (\S+) HTTP/[0-9.]+"', line) for line in log]
+        return [(line.group(1), line.group(2)) for line in found if line]
 
     def client(self, service="s3", **keys):
         return boto3.session.Session().client(service, region_name=REGION, endpoint_url=self.endpoint,

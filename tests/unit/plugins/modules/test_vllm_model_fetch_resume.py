@@ -73,8 +73,7 @@ def test_bytes_that_do_not_verify_are_not_gone_on_from_twice(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["cut-norange", "cut-whole206"])
-def test_an_origin_that_answers_a_range_with_the_whole_file_sends_it_again_and_it_still_verifies(capsys, tmp_path,
-                                                                                                  mode):
+def test_an_origin_that_answers_a_range_with_the_whole_file_sends_it_again_and_it_verifies(capsys, tmp_path, mode):
     """A 200 without ranges, or a 206 with `Content-Range: bytes 0-<end>/<size>` (the whole file, honestly labelled):
     appended to the half that arrived it would make a file of one and a half times the size; it starts again."""
     root, sums = model(tmp_path)
