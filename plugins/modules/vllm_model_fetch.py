@@ -659,7 +659,12 @@ class FitRefused(ModelStoreError):
 
 
 class SourceUnreachable(ModelStoreError):
-    """The source gave no answer at all (the network, DNS, TLS, a timeout), as opposed to an answer that refuses."""
+    """The source gave no answer at all (the network, DNS, TLS, a timeout), as opposed to an answer that refuses.
+    reason: the client's own error as "<type>: <its first line>", for a caller that words its own line from it."""
+
+    def __init__(self, message, reason=None):
+        super().__init__(message)
+        self.reason = reason
 
 
 class TransferInterrupted(ModelStoreError):
@@ -731,7 +736,8 @@ def _hub_unreachable(model, endpoint, error, where=""):
     return SourceUnreachable(
         "vllm_model_models (%s).endpoint: the hub at %s cannot be reached%s (got %s: %s); check the endpoint, proxy and "
         "CA settings, or pin a revision already placed" % (model["name"], endpoint, where, type(error).__name__,
-                                                           " ".join(str(error).split())[:300]))
+                                                           " ".join(str(error).split())[:300]),
+        reason="%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else ""))
 
 
 def _hub_pins(model, api, requested):
@@ -1041,14 +1047,16 @@ def _tls_context(ca_bundle):
     return make_context(cafile=ca_bundle)
 
 
-def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0, end=None):
-    """The response to url; with offset or end (the last byte wanted), a Range request (an origin may answer with
-    the whole file: the caller reads what it needs)."""
+def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0, end=None, headers=None,
+               unredirected=None):
+    """One request (safe redirects followed), with headers; those named in unredirected (a token) go to url's host only,
+    never along a redirect. With offset or end (the last byte wanted), a Range request (an origin may answer with the
+    whole file: the caller reads what it needs). A refusal raises ModelStoreError, no answer SourceUnreachable."""
     ranged = offset or end is not None
+    headers = dict(headers or {}, **({"Range": "bytes=%d-%s" % (offset, "" if end is None else end)} if ranged else {}))
     try:
         return Request().open(method, url, timeout=timeout, follow_redirects="safe", context=_tls_context(ca_bundle),
-                              headers={"Range": "bytes=%d-%s" % (offset, "" if end is None else end)} if ranged
-                              else None)
+                              headers=headers or None, unredirected_headers=unredirected)
     except Exception as error:  # HTTPError, URLError, TLS and socket errors
         # Neither the URL's query (a presigned signature) nor the error's copy of it is printed. An HTTP status is an
         # answer; anything else is no answer at all.
@@ -1056,6 +1064,16 @@ def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0, e
         raise kind("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, proxy and CA "
                    "settings" % (model["name"], store_rules.redact_url(url), type(error).__name__,
                                  str(error).replace(url, store_rules.redact_url(url))))
+
+
+def _http_read(model, url, limit, ca_bundle, headers=None, unredirected=None):
+    """The first limit + 1 bytes of url (a small file, a header) into memory, asked for with a Range (_http_open's
+    arguments)."""
+    response = _http_open(model, url, ca_bundle=ca_bundle, end=limit, headers=headers, unredirected=unredirected)
+    try:
+        return response.read(limit + 1)
+    finally:
+        response.close()
 
 
 def _http_key(model):
@@ -1113,11 +1131,7 @@ def place_http(store, module):
         _in_parallel(one, sorted(expected), module.params["workers"])
 
     def read(name, limit):
-        response = _http_open(model, base + quote(name), ca_bundle=ca_bundle, end=limit)
-        try:
-            return response.read(limit + 1)
-        finally:
-            response.close()
+        return _http_read(model, base + quote(name), limit, ca_bundle)
 
     # A server that announces no Content-Length gives 0 above: the disk check's allowance caps the download then,
     # and the sha256 decides.
@@ -1144,7 +1158,7 @@ def _http_stream(model, url, path, ca_bundle, cap, limit=0):
         response = _http_open(model, url, ca_bundle=ca_bundle, offset=offset)
     except ModelStoreError as error:
         raise TransferInterrupted(str(error))
-    if offset and response.headers.get("Content-Range", "").split("/")[0].strip() != "bytes %d-%d" % (offset, limit - 1):
+    if offset and _range_answered(model, url, response, offset, limit) == 0:
         offset, digest = 0, hashlib.sha256()  # the whole file came back: it starts again
     count = cap.counter(store_rules.redact_url(url), limit - offset if limit else 0)
     try:
@@ -1166,6 +1180,25 @@ def _http_stream(model, url, path, ca_bundle, cap, limit=0):
     finally:
         response.close()  # a stopped transfer hangs up on the origin
     return digest.hexdigest()
+
+
+def _range_answered(model, url, response, offset, limit):
+    """Where the body of the answer to `Range: bytes=<offset>-` begins: 0 for the whole file (200, or 206 for bytes
+    0-<end>/<limit>: it starts again), offset for exactly the rest of the file announced (206 bytes
+    <offset>-<limit - 1>/<limit or *>). Any other 206 (another offset, end or size) is refused: its bytes appended, or
+    written from the start, would make another file; staging goes and the next run fetches it from its start."""
+    if response.getcode() != 206:
+        return 0
+    answered = response.headers.get("Content-Range", "")
+    found = re.match(r"^bytes (\d+)-(\d+)/(\d+|\*)$", answered.strip())
+    if found and int(found.group(2)) == limit - 1 and found.group(3) in (str(limit), "*"):
+        if int(found.group(1)) in (0, offset):
+            return int(found.group(1))
+    response.close()
+    raise ModelStoreError("vllm_model_models (%s).source: %s answered the request for its bytes %d- (of %d) with "
+                          "Content-Range %s, not the rest of the file (an origin or proxy that answers ranges "
+                          "wrongly); nothing of it is kept, the next run fetches the file from its start"
+                          % (model["name"], store_rules.redact_url(url), offset, limit, store_rules.shown(answered)))
 
 
 # The directory inside staging an archive is downloaded into (kept by an interrupted run, see place_archive).
@@ -1557,22 +1590,22 @@ def _hub_endpoint(model):
     return (model["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
 
 
-class _HubUnreachable(Exception):
-    """The hub's API gave no answer (network, TLS, a server error): the caller decides whether that is fatal."""
+def _hub_headers(model):
+    return {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
 
 
-def _hub_api(model, ref, ca_bundle, blobs=False):
+def _hub_api(model, ref, ca_bundle, blobs=False, where=""):
     """The hub's answer for the model at ref, from its API over plain HTTPS (no hub client needed: the controller and
     a host without the tools venv ask it so): (commit, the answer's JSON). The hub's refusals raise their one-line
-    errors; no answer raises _HubUnreachable. The commit is checked (40 lower-case hex digits): it names a
-    directory of the store."""
+    errors; no answer (the network, TLS, a server error) raises SourceUnreachable (where: whence it was asked, for its
+    message), and the caller decides whether that is fatal. The commit is checked (40 lower-case hex digits): it
+    names a directory of the store."""
     endpoint = _hub_endpoint(model)
     url = "%s/api/models/%s/revision/%s%s" % (endpoint, model["location"], quote(ref, safe=""),
                                               "?blobs=true" if blobs else "")
-    headers = {"Authorization": "Bearer %s" % model["token"]} if model["token"] else {}
     try:
         # The token goes to the hub only, never along a redirect (the hub client strips it on one too).
-        response = open_url(url, headers=headers, timeout=30, follow_redirects="safe", ca_path=ca_bundle,
+        response = open_url(url, headers=_hub_headers(model), timeout=30, follow_redirects="safe", ca_path=ca_bundle,
                             unredirected_headers=["Authorization"])
         body = response.read(16 << 20)
     except Exception as error:  # HTTPError carries the hub's X-Error-Code; the rest is the network
@@ -1582,7 +1615,7 @@ def _hub_api(model, ref, ca_bundle, blobs=False):
             raise _hub_refusal(model, endpoint, ref, code)
         if status in (401, 404):  # a server without the hub's codes
             raise _hub_refusal(model, endpoint, ref, "RevisionNotFound" if status == 404 else "RepoNotFound")
-        raise _HubUnreachable(error)
+        raise _hub_unreachable(model, endpoint, error, where)
     try:
         answer = json.loads(body.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
@@ -1605,11 +1638,10 @@ def resolve_on_controller(module):
     if store_rules.is_commit(ref):
         return {"changed": False, "revision": ref, "ref": ref, "resolved": ref}
     try:
-        commit, dummy = _hub_api(model, ref, module.params["ca_bundle"])
-    except _HubUnreachable as unreachable:
-        error = unreachable.args[0]
-        reason = "%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else "")
-        unresolved = "the hub at %s cannot be reached from the controller (%s)" % (_hub_endpoint(model), reason)
+        commit, dummy = _hub_api(model, ref, module.params["ca_bundle"], where=" from the controller")
+    except SourceUnreachable as unreachable:
+        unresolved = "the hub at %s cannot be reached from the controller (%s)" % (_hub_endpoint(model),
+                                                                                   unreachable.reason)
         module.warn("vllm_model_models (%s): %s %s was not resolved for the fleet: %s; each host keeps the commit it "
                     "recorded for it, and a host without one resolves it itself" % (model["name"], model["source"], ref,
                                                                                     unresolved))
@@ -1647,7 +1679,7 @@ def reach_source(store, module):
         return {"changed": False, "needed": False, "revision": revision, "reached": "placed"}
     try:
         if branch:  # where it leads now (the hub's API, no client needed); then that commit is what is asked
-            model["resolved"] = _hub_api_answer(model, model["revision"], module.params["ca_bundle"])[0]
+            model["resolved"] = _hub_api(model, model["revision"], module.params["ca_bundle"], where=" from this host")[0]
         answer = _ask_source(store, module)
     except SourceUnreachable as error:
         if not (held or model["mirror"]):
@@ -1696,21 +1728,13 @@ def _ask_source(store, module):
     return dict(_reach_s3_endpoint(model, module.params["ca_bundle"]), revision=None, reached="endpoint")
 
 
-def _hub_api_answer(model, ref, ca_bundle, blobs=False):
-    """_hub_api from this host: no answer is SourceUnreachable."""
-    try:
-        return _hub_api(model, ref, ca_bundle, blobs=blobs)
-    except _HubUnreachable as unreachable:
-        raise _hub_unreachable(model, _hub_endpoint(model), unreachable.args[0], " from this host")
-
-
 def _reach_hub(store, module):
     """The hub's API answer for the ref (hostile input: each name, checksum and size checked as the client's are),
     weighed by the fit and disk checks."""
     model = store.model
     endpoint = _hub_endpoint(model)
-    revision, answer = _hub_api_answer(model, model["resolved"] or model["revision"], module.params["ca_bundle"],
-                                       blobs=True)
+    revision, answer = _hub_api(model, model["resolved"] or model["revision"], module.params["ca_bundle"],
+                                blobs=True, where=" from this host")
     listed = answer.get("siblings")
     if not isinstance(listed, list) or not all(isinstance(entry, dict) and isinstance(entry.get("rfilename"), str)
                                                for entry in listed):
@@ -1734,21 +1758,10 @@ def _reach_hub(store, module):
         (name, {"size": entry["size"] or 0}) for name, entry in expected.items()))
 
     def read(name, limit):
-        """The first limit + 1 bytes of a file from the hub's file URL (the token to the hub only), asked for with a
-        Range."""
-        url = "%s/%s/resolve/%s/%s" % (endpoint, model["location"], revision, quote(name))
-        headers = dict({"Authorization": "Bearer %s" % model["token"]} if model["token"] else {},
-                       Range="bytes=0-%d" % limit)
-        try:
-            response = open_url(url, headers=headers, timeout=60, follow_redirects="safe",
-                                ca_path=module.params["ca_bundle"], unredirected_headers=["Authorization"])
-            try:
-                return response.read(limit + 1)
-            finally:
-                response.close()
-        except Exception as error:  # HTTP and network errors
-            raise ModelStoreError("%s cannot be read from %s (%s: %s)" % (name, endpoint, type(error).__name__,
-                                                                          " ".join(str(error).split())[:200]))
+        """The first limit + 1 bytes of a file (a small file, a header) from the hub's file URL, asked for with a
+        Range (the token to the hub only, never along a redirect: the hub sends LFS files to another host)."""
+        return _http_read(model, "%s/%s/resolve/%s/%s" % (endpoint, model["location"], revision, quote(name)), limit,
+                          module.params["ca_bundle"], headers=_hub_headers(model), unredirected=["Authorization"])
 
     summary = store.serving_summary(revision, record, expected, read)
     return {"revision": revision, "weight_bytes": record["weight_bytes"], "total_bytes": record["total_bytes"],

@@ -10,6 +10,10 @@ It serves a directory as a plain origin does (GET and HEAD with Content-Length),
   cut      the first GET announces the whole file but sends half of it and hangs up (a broken connection); later
            GETs answer as a plain origin does.
   cut-norange  as cut, but later GETs ignore a Range header and send the whole file (an origin without ranges).
+  cut-whole206 as cut, but later ranged GETs answer 206 with the whole file and `Content-Range: bytes 0-<end>/<size>`
+           (a proxy that answers a range with the whole file, honestly labelled).
+  cut-shifted  as cut, but later ranged GETs answer 206 from another offset than asked (half of it), with that offset
+           in Content-Range (a broken cache or proxy: appending those bytes would corrupt the file).
 A plain origin's GET honours `Range: bytes=<first>-` with 206 and Content-Range, as real servers do; every Range
 header received is kept in `ranges` ([(file, header)]).
 served() tells how many body bytes it has sent for a file, so a test can show the client stopped early.
@@ -25,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
 CHUNK = 1 << 16
+CUT = ("cut", "cut-norange", "cut-whole206", "cut-shifted")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -49,7 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = open(path, "rb").read()
         mode = self.server.hostile.get(name)
-        if body and mode in ("cut", "cut-norange") and name not in self.server.cut:
+        if body and mode in CUT and name not in self.server.cut:
             self.server.cut.add(name)
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
@@ -63,7 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.lock:
                 self.server.ranges.append((name, self.headers["Range"]))
         if ranged and mode != "cut-norange" and int(ranged.group(1)) < len(data):
-            start = int(ranged.group(1))
+            start = {"cut-whole206": 0, "cut-shifted": int(ranged.group(1)) // 2}.get(mode, int(ranged.group(1)))
             self.send_response(206)
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
             self.send_header("Content-Length", str(len(data) - start))
@@ -72,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
-        if mode in (None, "cut", "cut-norange") or (mode == "lying" and not body):
+        if mode in (None,) + CUT or (mode == "lying" and not body):
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             if body:

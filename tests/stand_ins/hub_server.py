@@ -15,13 +15,18 @@ computed once at start-up, as the hub stores it at push time, and bytes are read
 a file changed on disk after start-up is served with the old sha256 announced, which is how the tests
 produce a corrupted download. GET /_stand_in/bytes-served answers how many file bytes it has sent, so a test
 can count the origin's traffic, and GET /_stand_in/requests the file requests it answered ([method, path], in order),
-so a test can show which files a client asked for. Usage: python hub_server.py ROOT PORT (binds 127.0.0.1; prints "ready").
+so a test can show which files a client asked for. Usage: python hub_server.py ROOT PORT [CERT KEY] (binds 127.0.0.1;
+serves HTTPS with CERT and KEY when given, as a hub behind a TLS-intercepting proxy; prints "ready").
 
 A hostile hub, for the tests that prove the collection refuses one: a file answer.json in a repository's
 directory ({"<ref>": {"sha": "<any string>", "unchecked": ["<file>", ...]}}) makes the model info for that
 ref announce that sha (a refs.json entry with the same string lets its files be downloaded too) and list the
 files named under "unchecked" without any checksum (no LFS sha256, no blob id); a file named under "endless" is
 sent (GET) with chunked transfer encoding and no length, without end (1 GiB at most), as a hostile or broken hub would.
+A file named under "redirect" is answered, as the hub answers an LFS file, with a redirect to another host (a CDN):
+http://localhost:<port>/_stand_in/cdn/<repo>/<commit>/<file>, which serves it to anyone and records the Authorization
+header it was sent (GET /_stand_in/cdn-requests: [[path, header or ""]]), so a test can show a token stays with the
+hub.
 HubProcess runs the stand-in from a test.
 """
 
@@ -32,6 +37,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -83,6 +89,8 @@ class HubHandler(BaseHTTPRequestHandler):
     repositories = {}
     served = [0]  # file bytes sent, shared by the server's threads
     requests = []  # [method, path] of each file request, shared by the server's threads
+    cdn = []  # [path, Authorization header or ""] of each request to the CDN the redirected files go to
+    scheme = "http"
     served_lock = threading.Lock()
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's signature
@@ -134,13 +142,16 @@ class HubHandler(BaseHTTPRequestHandler):
         resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", raw)
         if resolve:
             resolve = [unquote(part) for part in resolve.groups()]
-        if path in ("/_stand_in/bytes-served", "/_stand_in/requests"):
+        if path in ("/_stand_in/bytes-served", "/_stand_in/requests", "/_stand_in/cdn-requests"):
             with self.served_lock:
-                body = json.dumps({"bytes": self.served[0]} if path.endswith("served") else self.requests).encode()
+                body = json.dumps({"bytes": self.served[0]} if path.endswith("served") else
+                                  self.cdn if path.endswith("cdn-requests") else self.requests).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+        elif path.startswith("/_stand_in/cdn/"):
+            self._cdn(path[len("/_stand_in/cdn/"):])
         elif info and self.command == "GET":
             self._model_info(info.group(1), info.group(2))
         elif resolve:
@@ -180,6 +191,13 @@ class HubHandler(BaseHTTPRequestHandler):
         if self.command == "GET" and any(name in answer.get("endless", ()) for answer in repository["answers"].values()):
             self._endless()
             return
+        if any(name in answer.get("redirect", ()) for answer in repository["answers"].values()):
+            self.send_response(302)
+            self.send_header("Location", "%s://localhost:%d/_stand_in/cdn/%s/%s/%s" % (
+                self.scheme, self.server.server_address[1], repo_id, commit, name))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         data = open(os.path.join(repository["commits"][commit]["base"], name), "rb").read()
         etag = metadata["lfs"]["sha256"] if "lfs" in metadata else metadata["blobId"]
         start, status = 0, 200
@@ -199,6 +217,22 @@ class HubHandler(BaseHTTPRequestHandler):
             self.wfile.write(data[start:])
             with self.served_lock:
                 self.served[0] += len(data) - start
+
+    def _cdn(self, path):
+        repo_id, commit, name = "/".join(path.split("/")[:2]), path.split("/")[2], "/".join(path.split("/")[3:])
+        with self.served_lock:
+            self.cdn.append(["/_stand_in/cdn/" + path, self.headers.get("Authorization") or ""])
+        repository = self.repositories.get(repo_id) or {"commits": {}}
+        if name not in repository["commits"].get(commit, {}).get("files", {}):
+            self._error(404, "EntryNotFound", "no file %s" % path)
+            return
+        data = open(os.path.join(repository["commits"][commit]["base"], name), "rb").read()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        if self.command == "GET":
+            self.wfile.write(data)
 
     def _endless(self):
         self.send_response(200)
@@ -235,18 +269,21 @@ class HubProcess:
     """The stand-in as a process a test starts and stops, on a free port of 127.0.0.1. prefix: a command the process
     runs under (nsenter into a container's network namespace: its 127.0.0.1 is then the container's)."""
 
-    def __init__(self, root, prefix=()):
+    def __init__(self, root, prefix=(), tls=None, ca_bundle=None):
+        """tls: (certificate, key) files to serve HTTPS with; ca_bundle: what requests() and bytes_served() trust then."""
         self.root = root
         self.prefix = list(prefix)
+        self.tls = list(tls or ())
+        self.context = ssl.create_default_context(cafile=ca_bundle) if tls else None
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.endpoint = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
         self.process = None
 
     def start(self):
         self.process = subprocess.Popen(self.prefix + [sys.executable, os.path.abspath(__file__), str(self.root),
-                                                       str(self.port)],
+                                                       str(self.port)] + self.tls,
                                         stdout=subprocess.PIPE, text=True)
         assert self.process.stdout.readline().strip() == "ready"
         return self
@@ -258,21 +295,33 @@ class HubProcess:
             self.process = None
 
     def bytes_served(self):
-        with urllib.request.urlopen(self.endpoint + "/_stand_in/bytes-served", timeout=10) as response:
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/bytes-served", timeout=10,
+                                    context=self.context) as response:
             return json.loads(response.read())["bytes"]
+
+    def cdn_requests(self):
+        """[(path, Authorization header or "")] of the requests to the CDN the redirected files go to, in order."""
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/cdn-requests", timeout=10,
+                                    context=self.context) as response:
+            return [tuple(request) for request in json.loads(response.read())]
 
     def requests(self):
         """[(method, path)] of the file requests this run of the stand-in answered, in order."""
-        with urllib.request.urlopen(self.endpoint + "/_stand_in/requests", timeout=10) as response:
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/requests", timeout=10, context=self.context) as response:
             return [tuple(request) for request in json.loads(response.read())]
 
 
-def main(root, port):
+def main(root, port, certificate=None, key=None):
     HubHandler.repositories = load_repositories(root)
     server = ThreadingHTTPServer(("127.0.0.1", int(port)), HubHandler)
+    if certificate:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(certificate, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        HubHandler.scheme = "https"
     print("ready", flush=True)
     server.serve_forever()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:5])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -33,9 +34,11 @@ def free_port():
 
 
 class S3Origin:
-    def __init__(self, port=None, tls=None, ca_bundle=None):
-        """tls: (certificate, key) files to serve HTTPS with; ca_bundle: what the setup client trusts then."""
+    def __init__(self, port=None, tls=None, ca_bundle=None, log=None):
+        """tls: (certificate, key) files to serve HTTPS with; ca_bundle: what the setup client trusts then; log: a file
+        moto's server writes its request log to (werkzeug's, one line a request), for requests()."""
         self.port = port or free_port()
+        self.log = log
         self.tls = tls
         self.ca_bundle = ca_bundle
         self.endpoint = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
@@ -47,7 +50,8 @@ class S3Origin:
         command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
         if self.tls:
             command += ["-c", self.tls[0], "-k", self.tls[1]]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
+        with open(self.log or os.devnull, "ab") as log:  # appended to across a restart
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=environment)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -63,6 +67,12 @@ class S3Origin:
             self.process.terminate()
             self.process.wait(10)
             self.process = None
+
+    def requests(self):
+        """[(method, path)] of every request the server logged (needs log), in order: what a client asked the store."""
+        with open(self.log, encoding="utf-8", errors="replace") as log:
+            found = [re.search(r'"([A-Z]+) (\S+) HTTP/[0-9.]+"', line) for line in log]
+        return [(line.group(1), line.group(2)) for line in found if line]
 
     def client(self, service="s3", **keys):
         return boto3.session.Session().client(service, region_name=REGION, endpoint_url=self.endpoint,

@@ -97,3 +97,23 @@ def test_a_resolved_value_that_is_not_a_commit_is_refused(capsys, tmp_path):
     assert refused.get("failed") and refused["msg"].startswith(
         "vllm_model_models (tiny).revision: the controller resolved main: not a hub commit"), refused
     assert not os.path.exists(tmp_path / "escape") and not os.path.exists(tmp_path / "store" / "tiny")
+
+
+def test_the_warning_of_an_unresolved_branch_is_worded_from_the_clients_error(capsys, monkeypatch):
+    """The text roles/vllm_model/tasks/resolve.yml prints (from `unresolved`) and the module's warning, byte for byte
+    as tests/containers/test_model_sources.py (test_rerun_with_the_hub_stopped_changes_nothing) reads them: the
+    reason is the error's type and first line."""
+    from ansible.module_utils import _internal
+
+    # As in the module's own process: once another test of this process imported controller code, ansible-core sends a
+    # module's warnings to the controller's display instead of its result.
+    monkeypatch.setattr(_internal, "is_controller", False)
+    closed = "http://127.0.0.1:%d" % free_port()
+    answer = run_module(capsys, action="resolve", name="tiny", source="hf://org/tiny", revision="main", endpoint=closed)
+    unresolved = ("the hub at %s cannot be reached from the controller (URLError: <urlopen error [Errno 111] "
+                  "Connection refused>)" % closed)
+    assert answer.get("failed") is not True and answer["unresolved"] == unresolved, answer
+    warnings = [(warning.get("event") or {}).get("msg") if isinstance(warning, dict) else warning
+                for warning in answer.get("warnings") or []]  # text, or ansible-core 2.19's summary of one
+    assert ("vllm_model_models (tiny): hf://org/tiny main was not resolved for the fleet: %s; each host keeps the "
+            "commit it recorded for it, and a host without one resolves it itself" % unresolved) in warnings, warnings

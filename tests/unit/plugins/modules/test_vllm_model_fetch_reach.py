@@ -41,6 +41,8 @@ def hub(tmp_path_factory):
     hub_repository(root, "org/bnb", {"main": COMMIT}, seed=8)
     (root / "org" / "bnb" / COMMIT / "config.json").write_bytes(BNB_CONFIG.read_bytes())
     hub_repository(root, "org/gated", {"main": COMMIT}, seed=6, token=TOKEN)
+    # config.json of this gated repository is redirected to another host, as the hub sends LFS files to its CDN.
+    hub_repository(root, "org/cdn", {"main": COMMIT}, seed=9, token=TOKEN, answers={COMMIT: {"redirect": ["config.json"]}})
     # A hostile hub: `evil` answers a path for a commit, `unchecked` lists config.json without any checksum.
     hub_repository(root, "org/bad", {"main": HOSTILE, "evil": HOSTILE, "unchecked": HOSTILE}, seed=7,
                    answers={"evil": {"sha": "../../etc"}, HOSTILE: {"unchecked": ["config.json"]}})
@@ -117,6 +119,18 @@ def test_a_gated_model_with_its_token_is_reached(capsys, tmp_path, hub, client):
                    token=TOKEN)
     assert answer.get("failed") is not True, answer
     assert answer["revision"] == COMMIT
+
+
+def test_the_token_goes_to_the_hub_and_never_along_a_redirect(capsys, tmp_path, hub, client):
+    """The fit check reads config.json before any weight; the hub redirects it to another host (a CDN): the token
+    was the hub's (the repository is gated), the CDN never sees it."""
+    answer = reach(capsys, tmp_path / "store", source="hf://org/cdn", revision="main", endpoint=hub.endpoint,
+                   token=TOKEN, fit=fit(facts("graviton4-c8g-16xlarge")))
+    assert answer.get("failed") is not True, answer
+    assert answer["revision"] == COMMIT and answer["fit"][0]["checked"], answer
+    asked = [(path, header) for path, header in hub.cdn_requests() if path.endswith("/org/cdn/%s/config.json" % COMMIT)]
+    assert asked and all(header == "" for dummy, header in asked), asked
+    assert TOKEN not in json.dumps(answer)
 
 
 @pytest.mark.parametrize("revision, expected", [

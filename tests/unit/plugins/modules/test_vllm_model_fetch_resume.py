@@ -209,8 +209,12 @@ def test_a_partial_archive_of_another_revision_goes_and_counts_as_free(capsys, t
 
 
 @pytest.mark.parametrize("kind", ["files", "archive"])
-def test_an_origin_without_ranges_sends_it_again_and_it_still_verifies(capsys, tmp_path, kind):
-    """A file of a list, or an archive: the origin ignores the Range and answers with the whole of it again."""
+@pytest.mark.parametrize("mode", ["cut-norange", "cut-whole206"])
+def test_an_origin_that_answers_a_range_with_the_whole_file_sends_it_again_and_it_verifies(capsys, tmp_path, kind,
+                                                                                         mode):
+    """A file of a list, or an archive: the origin answers the Range with the whole of it again, a 200 without ranges
+    or a 206 with `Content-Range: bytes 0-<end>/<size>` (the whole file, honestly labelled): appended to the half
+    that arrived it would make a file of one and a half times the size; it starts again."""
     if kind == "files":
         root, pins = model(tmp_path)
         web, name, placer, source = root, SHARD, place, tmp_path / "web" / SHARD
@@ -219,9 +223,49 @@ def test_an_origin_without_ranges_sends_it_again_and_it_still_verifies(capsys, t
         source = tmp_path / "model-77" / SHARD
     size = os.path.getsize(os.path.join(web, name))
     store = tmp_path / "store"
-    with hostile_origin(web, {name: "cut-norange"}) as server:
+    with hostile_origin(web, {name: mode}) as server:
         assert placer(capsys, server, store, pins).get("failed") is True
         second = placer(capsys, server, store, pins)
         assert second.get("failed") is not True, second
         assert server.ranges == [(name, "bytes=%d-" % (size // 2))] and server.served(name) == size // 2 + size
     assert (store / "tiny" / "current" / SHARD).read_bytes() == source.read_bytes()
+
+
+def test_a_range_answered_from_another_offset_is_refused_and_the_next_run_starts_from_zero(capsys, tmp_path):
+    """206 from another offset than asked (a broken cache): those bytes neither appended nor written from the start
+    (on the old code they were written from the start and kept in staging as if they had arrived in order)."""
+    root, sums = model(tmp_path)
+    size = os.path.getsize(os.path.join(root, SHARD))
+    store = tmp_path / "store"
+    with hostile_origin(root, {SHARD: "cut-shifted"}) as server:
+        assert place(capsys, server, store, sums).get("failed") is True
+        second = place(capsys, server, store, sums)
+        assert second.get("failed") is True, second
+        assert ("answered the request for its bytes %d- (of %d) with Content-Range bytes %d-%d/%d, not the rest of "
+                "the file" % (size // 2, size, size // 4, size - 1, size)) in second["msg"], second["msg"]
+        assert "stay in" not in second["msg"] and "\n" not in second["msg"], second["msg"]
+        assert not [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
+        assert not os.path.lexists(store / "tiny" / "current")
+        third = place(capsys, server, store, sums)
+        assert third.get("failed") is not True, third
+        assert "resumed_bytes" not in third
+        assert server.ranges == [(SHARD, "bytes=%d-" % (size // 2))]  # the third run asked for the whole file
+    assert hashlib.sha256((store / "tiny" / "current" / SHARD).read_bytes()).hexdigest() == sums[SHARD]
+
+
+def test_a_staged_file_larger_than_the_origin_announces_now_starts_again(capsys, tmp_path):
+    """An interrupted run left more bytes than the origin announces now (the file was replaced by a smaller one
+    under the same revision label): no Range beyond the end is asked, the file is fetched from its start and
+    verifies."""
+    root, sums = model(tmp_path)
+    size = os.path.getsize(os.path.join(root, SHARD))
+    store = tmp_path / "store"
+    with hostile_origin(root, {SHARD: "cut"}) as server:
+        assert place(capsys, server, store, sums).get("failed") is True
+        (staging(store) / SHARD).write_bytes(b"\x01" * (size + 4096))
+        second = place(capsys, server, store, sums)
+        assert second.get("failed") is not True, second
+        assert server.ranges == [], server.ranges
+        assert server.served(SHARD) == size // 2 + size
+    placed = store / "tiny" / "current" / SHARD
+    assert placed.stat().st_size == size and hashlib.sha256(placed.read_bytes()).hexdigest() == sums[SHARD]

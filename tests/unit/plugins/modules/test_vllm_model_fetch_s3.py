@@ -18,6 +18,7 @@ from stand_ins.tiny_model import write_tiny_model
 from model_fetch import run_module  # noqa: E402
 import published_samples
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_store import manifest_revision
 
 BNB_CONFIG = Path(__file__).resolve().parents[2] / "samples" / "models" / "llama-3.1-8b-instruct-bnb-8bit" / "config.json"
 
@@ -25,7 +26,7 @@ BNB_CONFIG = Path(__file__).resolve().parents[2] / "samples" / "models" / "llama
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory):
     root = tmp_path_factory.mktemp("s3")
-    server = S3Origin().start()
+    server = S3Origin(log=str(root / "moto.log")).start()
     models = {}
     for seed, label in enumerate(("v1", "v2", "bad"), 1):
         models[label] = write_tiny_model(str(root / label), seed=seed)
@@ -84,6 +85,59 @@ def test_a_quantization_vllm_serve_refuses_is_refused_from_its_config_before_the
                                     "vLLM's CPU backend on Arm"), result["msg"]
     assert "Nothing was fetched; the previous revision (none) stays current." in result["msg"]
     assert not os.path.lexists(tmp_path / "store" / "tiny" / "current")
+
+
+def interrupted(store, model, files):
+    """What an interrupted run leaves for the revision of `model` (its SHA256SUMS): its staging directory, with
+    files ({name: bytes}) as boto3 left them (it renames a file into place once it is complete)."""
+    sums = dict((name, {"sha256": hashlib.sha256(Path(model, name).read_bytes()).hexdigest()})
+                for name in os.listdir(model))
+    staging = store / "tiny" / (".staging-" + manifest_revision(sums))
+    staging.mkdir(parents=True, mode=0o700)
+    for name, data in files.items():
+        (staging / name).write_bytes(data)
+    return staging
+
+
+def gets(server, name):
+    return [path for method, path in server.requests() if method == "GET" and path.split("?")[0].endswith("/" + name)]
+
+
+def test_a_file_already_complete_in_staging_is_not_downloaded_again(capsys, tmp_path, origin):
+    # Before the test below, which restarts moto.
+    server, keys, models = origin
+    store = tmp_path / "store"
+    shard = Path(models["v2"], "model.safetensors").read_bytes()
+    interrupted(store, models["v2"], {"model.safetensors": shard})
+    before = len(gets(server, "model.safetensors")), len(gets(server, "config.json"))
+    placed = run_module(capsys, **s3_args(server, keys, store, "v2"))
+    assert placed.get("failed") is not True, placed
+    assert placed["resumed_bytes"] == len(shard), placed
+    assert len(gets(server, "model.safetensors")) == before[0], gets(server, "model.safetensors")  # not asked again
+    assert len(gets(server, "config.json")) > before[1]  # the file that was missing was
+    for name in os.listdir(models["v2"]):
+        assert (store / "tiny" / "current" / name).read_bytes() == Path(models["v2"], name).read_bytes()
+
+
+def test_a_same_size_staged_file_that_does_not_verify_is_refused_and_fetched_by_the_next_run(capsys, tmp_path, origin):
+    """Its size is all the download skips it by: it is hashed and verified as every file is, refused (staging goes,
+    nothing becomes current), and the next run downloads it from S3 and places it verified."""
+    server, keys, models = origin
+    store = tmp_path / "store"
+    size = os.path.getsize(os.path.join(models["v2"], "model.safetensors"))
+    interrupted(store, models["v2"], {"model.safetensors": b"\x07" * size})
+    before = len(gets(server, "model.safetensors"))
+    refused = run_module(capsys, **s3_args(server, keys, store, "v2"))
+    assert refused.get("failed") is True, refused
+    assert "model.safetensors has sha256 %s" % hashlib.sha256(b"\x07" * size).hexdigest() in refused["msg"], refused
+    assert "stay in" not in refused["msg"] and not os.path.lexists(store / "tiny" / "current")
+    assert not [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
+    assert len(gets(server, "model.safetensors")) == before
+    placed = run_module(capsys, **s3_args(server, keys, store, "v2"))
+    assert placed.get("failed") is not True and "resumed_bytes" not in placed, placed
+    assert len(gets(server, "model.safetensors")) > before
+    assert (store / "tiny" / "current" / "model.safetensors").read_bytes() == \
+        Path(models["v2"], "model.safetensors").read_bytes()
 
 
 def test_s3_model_placed_verified_rerun_offline_and_refusals_keep_the_previous(capsys, tmp_path, origin):

@@ -55,16 +55,22 @@ def pki(tmp_path_factory):
     return root
 
 
-def test_https_and_s3_downloads_trust_the_bundle_given(capsys, tmp_path, pki):
-    web = tmp_path / "web"
-    model = write_tiny_model(str(web / "tiny"), seed=41)
-    sums = {name: hashlib.sha256(Path(model, name).read_bytes()).hexdigest() for name in os.listdir(model)}
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(web))
+def https_origin(directory, pki):
+    """Python's http.server serving directory over TLS with the certificate the test CA signed, in a thread."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_https_and_s3_downloads_trust_the_bundle_given(capsys, tmp_path, pki):
+    web = tmp_path / "web"
+    model = write_tiny_model(str(web / "tiny"), seed=41)
+    sums = {name: hashlib.sha256(Path(model, name).read_bytes()).hexdigest() for name in os.listdir(model)}
+    server = https_origin(web, pki)
     s3 = S3Origin(tls=(str(pki / "server.pem"), str(pki / "server.key")), ca_bundle=str(pki / "ca.pem")).start()
     try:
         s3.put_model("models", "org/tiny", model)
@@ -164,3 +170,52 @@ def test_hf_xet_trusts_the_bundle_through_the_hub_environment(tmp_path, pki):
         assert not any("telemetry" in path for path in asked), asked
     finally:
         server.shutdown()
+
+
+# The preflight (plugins/action/input_check.py, _reach_models) asks each host before any host changes, so before the
+# role has installed vllm_model_ca_bundle there: it hands the bundle's PEM text (ca_bundle_pem), which action reach
+# writes to the module's temporary directory and trusts for its question. A fresh host has no tools venv yet (no hub
+# client: the hub's API over plain HTTPS); a host with one asks through the client.
+@pytest.mark.parametrize("without_client", [True, False])
+def test_reach_trusts_the_pem_text_of_the_bundle_the_role_installs_later(capsys, tmp_path, pki, monkeypatch,
+                                                                         without_client):
+    import sys
+
+    from stand_ins.hub_server import HubProcess, hub_repository
+
+    commit = "c" * 40
+    hub_repository(tmp_path / "hub", "org/tiny", {"main": commit}, seed=12)
+    web = tmp_path / "web"
+    model = write_tiny_model(str(web / "tiny"), seed=13)
+    sums = {name: hashlib.sha256(Path(model, name).read_bytes()).hexdigest() for name in os.listdir(model)}
+    server = https_origin(web, pki)
+    hub = HubProcess(tmp_path / "hub", tls=(str(pki / "server.pem"), str(pki / "server.key")),
+                     ca_bundle=str(pki / "ca.pem")).start()
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HF_HOME"):  # what the hub client's environment sets, restored
+        monkeypatch.setenv(name, "-")
+        monkeypatch.delenv(name)
+    if without_client:
+        monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    pem = (pki / "ca.pem").read_text()
+    sources = ({"source": "hf://org/tiny", "revision": "main", "endpoint": hub.endpoint},
+               {"source": "https://127.0.0.1:%d/tiny/" % server.server_address[1], "sha256": sums})
+    try:
+        for source in sources:
+            args = dict(action="reach", store=str(tmp_path / "store"), name="tiny", min_free_disk_gib=0, **source)
+            refused = run_module(capsys, **args)
+            assert refused.get("failed") is True, refused
+            assert "CERTIFICATE_VERIFY_FAILED" in refused["msg"] or "certificate verify failed" in refused["msg"], \
+                refused["msg"]
+            assert refused["msg"].startswith("vllm_model_models (tiny).%s: " % (
+                "endpoint" if "endpoint" in source else "source")), refused["msg"]
+            reached = run_module(capsys, ca_bundle_pem=pem, **args)
+            assert reached.get("failed") is not True, reached
+            assert reached["needed"] is True and reached["reached"] == (
+                "hub API" if without_client and "endpoint" in source else "source"), reached
+            if "endpoint" in source:
+                assert reached["revision"] == commit
+        assert not os.path.exists(tmp_path / "store")
+    finally:
+        hub.stop()
+        server.shutdown()
+        server.server_close()
