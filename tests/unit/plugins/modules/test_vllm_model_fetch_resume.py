@@ -210,8 +210,7 @@ def test_a_partial_archive_of_another_revision_goes_and_counts_as_free(capsys, t
 
 @pytest.mark.parametrize("kind", ["files", "archive"])
 @pytest.mark.parametrize("mode", ["cut-norange", "cut-whole206"])
-def test_an_origin_that_answers_a_range_with_the_whole_file_sends_it_again_and_it_verifies(capsys, tmp_path, kind,
-                                                                                         mode):
+def test_an_origin_that_answers_a_range_with_the_whole_file_sends_it_again(capsys, tmp_path, kind, mode):
     """A file of a list, or an archive: the origin answers the Range with the whole of it again, a 200 without ranges
     or a 206 with `Content-Range: bytes 0-<end>/<size>` (the whole file, honestly labelled): appended to the half
     that arrived it would make a file of one and a half times the size; it starts again."""
