@@ -15,8 +15,10 @@ under .cache, and the same files are fetched by the tools made for each protocol
 The module runs as Ansible runs it: a new Python process with its arguments in a JSON file. Each measurement is
 MODEL_THROUGHPUT_REPEATS runs (default 3); the median wall time counts. The ratio is reference time / placement time
 (1.0: as fast as the protocol's own tool; the goal is 0.9 or more); a second ratio takes the reference with its files
-fsynced, the least a placement adds (it records no bytes that are not on disk; it also hashes every file). Results:
-.cache/model-throughput/ (markdown and JSON), and the table printed.
+fsynced, the least a placement adds (it records no bytes that are not on disk), a third the reference fsynced and
+every file hashed by `openssl dgst -sha256` (<workers> at once): the work a placement does, by the tools made for it. Results:
+.cache/model-throughput/ (markdown and JSON), and the table printed. MODEL_THROUGHPUT_SOURCES=http (or s3) measures
+one protocol only.
 """
 
 from __future__ import annotations
@@ -82,18 +84,27 @@ def run_module(arguments, work):
     return seconds, result
 
 
-def timed(function, target):
-    """(seconds of function(), seconds until every file under target is also on disk, fsynced as a placement does)."""
+def timed(function, target, workers):
+    """(seconds of function(), seconds until every file under target is also on disk, fsynced as a placement does,
+    seconds until then with every file also hashed by `openssl dgst -sha256` (OpenSSL's SHA-256, as Python's hashlib;
+    coreutils' sha256sum is several times slower), <workers> files at once: the work a placement does, by the tools
+    made for it)."""
     started = time.monotonic()
     function()
     plain = time.monotonic() - started
-    for name in os.listdir(target):
-        descriptor = os.open(os.path.join(target, name), os.O_RDONLY)
+    names = [os.path.join(target, name) for name in sorted(os.listdir(target))]
+    for name in names:
+        descriptor = os.open(name, os.O_RDONLY)
         try:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-    return plain, time.monotonic() - started
+    durable = time.monotonic() - started
+    hashing = time.monotonic()
+    subprocess.run(["xargs", "-0", "-P", str(workers), "-n", "1", "openssl", "dgst", "-sha256"],
+                   input="\0".join(names).encode(),
+                   stdout=subprocess.DEVNULL, check=True)
+    return plain, durable, durable + time.monotonic() - hashing
 
 
 def fresh(path):
@@ -110,19 +121,23 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 def measure(label, ours, reference, repeats):
     """Alternating runs of both; the medians and their ratios: to the tool alone, and to the tool with its files
     fsynced (what a placement must add at least: it never records bytes that are not on disk)."""
-    times = {"placement": [], "reference": [], "durable": []}
+    times = {"placement": [], "reference": [], "durable": [], "same_work": []}
     for dummy in range(repeats):
         times["placement"].append(ours())
-        plain, durable = reference()
+        plain, durable, same_work = reference()
         times["reference"].append(plain)
         times["durable"].append(durable)
+        times["same_work"].append(same_work)
     medians = dict((key, statistics.median(values)) for key, values in times.items())
     row = dict(("%s_s" % key, [round(value, 2) for value in values]) for key, values in times.items())
     row.update(("%s_median_s" % key, round(value, 2)) for key, value in medians.items())
     row.update(source=label, ratio=round(medians["reference"] / medians["placement"], 3),
-               ratio_durable=round(medians["durable"] / medians["placement"], 3))
-    log("%s: placement %s s, reference %s s (fsynced %s s), ratio %.3f (to the fsynced reference %.3f)" % (
-        label, row["placement_s"], row["reference_s"], row["durable_s"], row["ratio"], row["ratio_durable"]))
+               ratio_durable=round(medians["durable"] / medians["placement"], 3),
+               ratio_same_work=round(medians["same_work"] / medians["placement"], 3))
+    log("%s: placement %s s, reference %s s (fsynced %s s, and hashed %s s), ratio %.3f (to the fsynced reference "
+        "%.3f, to the same work %.3f)" % (label, row["placement_s"], row["reference_s"], row["durable_s"],
+                                          row["same_work_s"], row["ratio"], row["ratio_durable"],
+                                          row["ratio_same_work"]))
     return row
 
 
@@ -143,7 +158,7 @@ def http_rows(files, sums, work, workers, repeats):
             argv = ["curl", "--no-progress-meter", "--fail", "--parallel", "--parallel-max", str(workers)]
             for name in sorted(sums):
                 argv += ["--output", os.path.join(target, name), url + name]
-            return timed(lambda: subprocess.run(argv, check=True), target)
+            return timed(lambda: subprocess.run(argv, check=True), target, workers)
 
         return measure("HTTP (curl --parallel-max %d)" % workers, ours, curl, repeats)
     finally:
@@ -182,7 +197,7 @@ def s3_rows(files, sums, work, workers, repeats):
             def everything():
                 with ThreadPoolExecutor(max_workers=workers) as pool:
                     list(pool.map(one, sorted(sums)))
-            return timed(everything, target)
+            return timed(everything, target, workers)
 
         return measure("S3 (boto3 download_file, %d files at once)" % workers, ours, transfer_manager, repeats)
     finally:
@@ -200,7 +215,9 @@ def model_throughput(_args):
     log("making %d files of %d MiB under %s" % (count, mib, files))
     sums = make_files(files, count, mib)
     total = sum(os.path.getsize(os.path.join(files, name)) for name in sums)
-    rows = [http_rows(files, sums, work, workers, repeats), s3_rows(files, sums, work, workers, repeats)]
+    sources = os.environ.get("MODEL_THROUGHPUT_SOURCES", "http,s3").split(",")
+    rows = [rows_of(files, sums, work, workers, repeats) for name, rows_of in (("http", http_rows), ("s3", s3_rows))
+            if name in sources]
     for row in rows:
         row["mib_per_s_placement"] = round(total / (1 << 20) / row["placement_median_s"], 1)
         row["mib_per_s_reference"] = round(total / (1 << 20) / row["reference_median_s"], 1)
@@ -208,12 +225,14 @@ def model_throughput(_args):
         cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "unknown")
     report = {"files": count, "mib_each": mib, "bytes": total, "workers": workers, "repeats": repeats,
               "cpu": cpu, "cpus": os.cpu_count(), "rows": rows}
-    lines = ["| source | placement s (median) | reference s (median) | reference + fsync s (median) | placement MiB/s "
-             "| reference MiB/s | ratio | ratio to reference + fsync |", "|---|---|---|---|---|---|---|---|"]
-    lines += ["| %s | %s (%.2f) | %s (%.2f) | %s (%.2f) | %.1f | %.1f | %.3f | %.3f |" % (
+    lines = ["| source | placement s (median) | reference s (median) | reference + fsync s (median) | reference + fsync "
+             "+ openssl sha256 s (median) | placement MiB/s | reference MiB/s | ratio | ratio to reference + fsync | ratio "
+             "to the same work |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| %s | %s (%.2f) | %s (%.2f) | %s (%.2f) | %s (%.2f) | %.1f | %.1f | %.3f | %.3f | %.3f |" % (
         row["source"], row["placement_s"], row["placement_median_s"], row["reference_s"], row["reference_median_s"],
-        row["durable_s"], row["durable_median_s"], row["mib_per_s_placement"], row["mib_per_s_reference"],
-        row["ratio"], row["ratio_durable"]) for row in rows]
+        row["durable_s"], row["durable_median_s"], row["same_work_s"], row["same_work_median_s"],
+        row["mib_per_s_placement"], row["mib_per_s_reference"], row["ratio"], row["ratio_durable"],
+        row["ratio_same_work"]) for row in rows]
     text = "%d files, %d MiB in all, %d at once, %d runs each, %s (%d CPUs)\n\n%s\n" % (
         count + 1, total >> 20, workers, repeats, cpu, os.cpu_count(), "\n".join(lines))
     (RESULTS_DIR / "model-throughput.md").write_text(text)
