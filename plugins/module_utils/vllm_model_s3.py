@@ -143,9 +143,11 @@ class RangedFile:
     (TransferRefused: nothing of it is written); a GET or a body that fails is an interruption (TransferInterrupted:
     what was written and recorded stays for the next run)."""
 
-    def __init__(self, name, path, record, size, etag, get, count):
-        """name: the object's s3:// URL (in the record and the messages)."""
-        self.name, self.path, self.record, self.size, self.etag = name, path, record, size, etag
+    def __init__(self, variable, name, path, record, size, etag, get, count):
+        """variable: what the messages name (vllm_model_models (<model>).source or .mirror); name: the object's
+        s3:// URL (in the record and the messages)."""
+        self.variable, self.name, self.path, self.record = variable, name, path, record
+        self.size, self.etag = size, etag
         self.get, self.count = get, count
         self.part_bytes = PART_BYTES
         self.parts = max(1, -(-size // self.part_bytes))
@@ -222,20 +224,21 @@ class RangedFile:
             asked = (length, "bytes %d-%d/%d" % (first, last, self.size), self.etag or answered[2])
             if answered != asked:
                 raise store_rules.TransferRefused(
-                    "%s answered the range bytes=%d-%d with %s bytes at %s, ETag %s (expected %d bytes at %s, ETag %s): "
-                    "not the object that was announced; nothing of it was written" % (
-                        self.name, first, last, answered[0], store_rules.shown(answered[1]),
+                    "%s: %s answered the range bytes=%d-%d with %s bytes at %s, ETag %s (expected %d bytes at %s, ETag "
+                    "%s): not the object its HEAD announced (changed since, or a store that answers ranges wrongly); "
+                    "nothing of it was written" % (
+                        self.variable, self.name, first, last, answered[0], store_rules.shown(answered[1]),
                         store_rules.shown(answered[2]), length, asked[1], store_rules.shown(asked[2])))
             offset = first
             while offset <= last:
                 try:
                     block = body.read(min(_BLOCK, last + 1 - offset))
                 except Exception as error:  # urllib3's and botocore's read errors: the connection broke
-                    raise store_rules.TransferInterrupted("%s stopped at byte %d (got %s: %s)" % (
-                        self.name, offset, type(error).__name__, " ".join(str(error).split())[:200]))
+                    raise store_rules.TransferInterrupted("%s: %s stopped at byte %d (got %s: %s)" % (
+                        self.variable, self.name, offset, type(error).__name__, " ".join(str(error).split())[:200]))
                 if not block:
-                    raise store_rules.TransferInterrupted("%s stopped at byte %d of its part bytes=%d-%d" % (
-                        self.name, offset, first, last))
+                    raise store_rules.TransferInterrupted("%s: %s stopped at byte %d of its part bytes=%d-%d" % (
+                        self.variable, self.name, offset, first, last))
                 self.count(len(block))
                 view = memoryview(block)
                 while view:
@@ -332,7 +335,7 @@ class Mirror:
         interrupted transfer goes on from them); announced: its (size, ETag) from head; count (TransferCap.counter)
         sees every block and stops a transfer that sends more than announced or allowed."""
         url, key = self.url(revision, name), self.key(revision, name)
-        RangedFile(url, target, record, announced[0], announced[1], lambda first, last: self._call(
+        RangedFile("vllm_model_models (%s).mirror" % self.model["name"], url, target, record, announced[0], announced[1], lambda first, last: self._call(
             url, self.client.get_object, Key=key, Range="bytes=%d-%d" % (first, last)), count).fetch()
 
     def publish(self, root, revision, files, ref):

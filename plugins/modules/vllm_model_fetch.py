@@ -990,8 +990,8 @@ def place_http(store, module):
     if existing:
         return store.reuse(revision, existing, result, ref=key)
     names = sorted(expected)
-    sizes = dict(zip(names, store_rules.in_parallel(lambda name: _http_size(model, base + quote(name), ca_bundle), names,
-                                         module.params["workers"])))
+    sizes = dict(zip(names, store_rules.in_parallel(lambda name: _http_size(model, base + quote(name), ca_bundle),
+                                                    names, module.params["workers"])))
     record = _record(model, revision, key, dict((name, {"sha256": expected[name], "size": sizes[name]})
                                                 for name in expected))
 
@@ -1196,7 +1196,8 @@ def place_s3(store, module):
             url = _s3_url(model, key)
             path = _staged_file(staging, name)
             # Ranged parts in parallel, written at their offsets; a run before's parts (or whole file) are kept.
-            s3.RangedFile(url, path, store_rules.parts_record(staging, name), heads[name][0], heads[name][1],
+            s3.RangedFile("vllm_model_models (%s).source" % model["name"], url, path,
+                          store_rules.parts_record(staging, name), heads[name][0], heads[name][1],
                           lambda first, last: call(url, client.get_object, Bucket=model["bucket"], Key=key,
                                                    Range="bytes=%d-%d" % (first, last)),
                           store.cap.counter(url, heads[name][0])).fetch()

@@ -109,7 +109,8 @@ def test_a_part_answered_with_another_length_or_place_is_refused(capsys, tmp_pat
     store = tmp_path / "store"
     refused = place(capsys, proxy, store, sums)
     assert refused.get("failed") is True, refused
-    assert "s3://models/org/tiny/%s answered the range %s with " % (SHARD, parts[1]) in refused["msg"], refused["msg"]
+    assert refused["msg"].startswith("tiny: vllm_model_models (tiny).source: s3://models/org/tiny/%s answered the range "
+                                     "%s with " % (SHARD, parts[1])), refused["msg"]
     assert "nothing of it was written" in refused["msg"] and "stay in" not in refused["msg"], refused["msg"]
     assert not [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
 
