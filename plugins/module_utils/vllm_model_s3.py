@@ -37,10 +37,11 @@ def url(bucket, key):
     return "s3://%s/%s" % (bucket, key)
 
 
-def client(model, ca_bundle=None, where="the host"):
+def client(model, ca_bundle=None, where="the host", connections=PARTS_AT_ONCE):
     """A boto3 S3 client for model's settings (region, endpoint_url, keys): the keys given (module arguments,
     never logged), else boto3's own chain (the instance profile on EC2). Short timeouts and few retries, so
-    an unreachable endpoint fails in seconds."""
+    an unreachable endpoint fails in seconds. connections: the requests it makes at once (files times parts), each
+    kept open for the next part."""
     try:
         import boto3
         from botocore.config import Config
@@ -48,7 +49,8 @@ def client(model, ca_bundle=None, where="the host"):
         raise ModelStoreError("%s: boto3 is not importable on %s (%s); %s" % (
             model["name"], where, error, "run the role, which installs it into vllm_model_tools_venv"
             if where == "the host" else "install boto3 into the Python that runs ansible-playbook"))
-    config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
+    config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"},
+                    max_pool_connections=max(10, connections))
     return boto3.session.Session().client(
         "s3", region_name=model["region"], endpoint_url=model["endpoint_url"], config=config, verify=ca_bundle,
         aws_access_key_id=model["access_key_id"], aws_secret_access_key=model["secret_access_key"])

@@ -1160,7 +1160,7 @@ def place_s3(store, module):
     record = store.placed(revision) if revision else None
     if record:  # decided from the record alone: no client is created
         return store.reuse(revision, record, result)
-    client = s3.client(model, module.params["ca_bundle"])
+    client = s3.client(model, module.params["ca_bundle"], connections=module.params["workers"] * s3.PARTS_AT_ONCE)
 
     def call(url, function, **arguments):
         try:
