@@ -104,8 +104,7 @@ def test_an_s3_file_interrupted_part_way_goes_on_from_its_parts(capsys, tmp_path
 
 
 @pytest.mark.parametrize("fault", ["short", "elsewhere"])
-def test_a_part_answered_with_another_length_or_place_is_refused(capsys, tmp_path, origin, proxy, monkeypatch,
-                                                                fault):
+def test_a_part_of_another_length_or_place_is_refused(capsys, tmp_path, origin, proxy, monkeypatch, fault):
     root, sums = upload(origin, tmp_path, "models", "org/tiny", seed=92)
     parts, path = parts_of(os.path.getsize(os.path.join(root, SHARD)), monkeypatch), "/models/org/tiny/" + SHARD
     proxy.faults[(path, parts[1])] = fault
