@@ -10,6 +10,8 @@ boto3 is imported only when a client is made: a re-run that decides from the sto
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as store_rules
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_store import ModelStoreError
@@ -21,16 +23,25 @@ _DENIED = ("AccessDenied", "403", "AllAccessDisabled")
 _BAD_SECRET = ("SignatureDoesNotMatch",)
 _BAD_KEY_ID = ("InvalidAccessKeyId",)
 _MISSING = ("NoSuchKey", "404", "NotFound")
+# A file is fetched in parts of PART_BYTES (the last one shorter), each a ranged GET written at its offset, up to
+# PARTS_AT_ONCE of one file at once (files themselves go vllm_model_download_workers at once); a part is recorded
+# done in the file's parts record once all its bytes are written, and the next run fetches only the parts not
+# recorded.
+PART_BYTES = 64 << 20
+PARTS_AT_ONCE = 4
+_BLOCK = 1 << 20
+_MAX_RECORD = 1 << 20
 
 
 def url(bucket, key):
     return "s3://%s/%s" % (bucket, key)
 
 
-def client(model, ca_bundle=None, where="the host"):
+def client(model, ca_bundle=None, where="the host", connections=PARTS_AT_ONCE):
     """A boto3 S3 client for model's settings (region, endpoint_url, keys): the keys given (module arguments,
     never logged), else boto3's own chain (the instance profile on EC2). Short timeouts and few retries, so
-    an unreachable endpoint fails in seconds."""
+    an unreachable endpoint fails in seconds. connections: the requests it makes at once (files times parts), each
+    kept open for the next part."""
     try:
         import boto3
         from botocore.config import Config
@@ -38,7 +49,8 @@ def client(model, ca_bundle=None, where="the host"):
         raise ModelStoreError("%s: boto3 is not importable on %s (%s); %s" % (
             model["name"], where, error, "run the role, which installs it into vllm_model_tools_venv"
             if where == "the host" else "install boto3 into the Python that runs ansible-playbook"))
-    config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
+    config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"},
+                    max_pool_connections=max(10, connections))
     return boto3.session.Session().client(
         "s3", region_name=model["region"], endpoint_url=model["endpoint_url"], config=config, verify=ca_bundle,
         aws_access_key_id=model["access_key_id"], aws_secret_access_key=model["secret_access_key"])
@@ -115,6 +127,131 @@ def read_small(response, limit):
         body.close()
 
 
+def head(response):
+    """(size, ETag) of a head_object answer: the ETag names the object's bytes, so a resumed file whose record holds
+    another ETag starts again."""
+    return int(response["ContentLength"]), str(response.get("ETag") or "")
+
+
+class RangedFile:
+    """One S3 object fetched into path in ranged parts (PART_BYTES each, PARTS_AT_ONCE at once), resumable: the file
+    is created at its full size and each part written at its offset (os.pwrite); record (store_rules.parts_record)
+    holds a first line {name, size, etag, part_bytes} and then the index of every part written, one a line. A record
+    that cannot be read, does not parse or describes another object (ETag, size, part size) counts as nothing done:
+    the file starts again. A file at its full size with no record is complete (a run before fetched it).
+
+    get(first, last) makes the GET of bytes first-last (the caller's call: its client, bucket, key and error
+    mapping); count is the TransferCap counter of the file. An answer of another length, place, or ETag is refused
+    (TransferRefused: nothing of it is written); a GET or a body that fails is an interruption (TransferInterrupted:
+    what was written and recorded stays for the next run)."""
+
+    def __init__(self, variable, name, path, record, size, etag, get, count):
+        """variable: what the messages name (vllm_model_models (<model>).source or .mirror); name: the object's
+        s3:// URL (in the record and the messages)."""
+        self.variable, self.name, self.path, self.record = variable, name, path, record
+        self.size, self.etag = size, etag
+        self.get, self.count = get, count
+        self.part_bytes = PART_BYTES
+        self.parts = max(1, -(-size // self.part_bytes))
+        self._lock = threading.Lock()
+
+    def _header(self):
+        return {"name": self.name, "size": self.size, "etag": self.etag, "part_bytes": self.part_bytes}
+
+    def done(self):
+        """The parts a run before wrote, from the record (validated: it is on disk, anything else counts as none)."""
+        if os.path.islink(self.path) or not os.path.isfile(self.path) or os.path.getsize(self.path) != self.size:
+            return set()
+        if not os.path.exists(self.record):
+            return set(range(self.parts))  # complete: no record says parts are missing
+        try:
+            if os.path.islink(self.record) or os.path.getsize(self.record) > _MAX_RECORD:
+                return set()
+            with open(self.record, "rb") as handle:
+                lines = handle.read().decode("ascii").split("\n")
+            if json.loads(lines[0]) != self._header() or lines[-1] != "":
+                return set()
+            done = set(int(line) for line in lines[1:-1] if line.isdigit())
+        except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+            return set()
+        if len(done) != len(lines) - 2 or not done <= set(range(self.parts)):
+            return set()
+        return done
+
+    def fetch(self):
+        """Fetch the parts not written yet (none for a complete file)."""
+        done = self.done()
+        if len(done) == self.parts and not os.path.exists(self.record):
+            return
+        os.makedirs(os.path.dirname(self.record), 0o700, exist_ok=True)
+        if not done:  # start again: the record first, so a file at full size is never taken for complete
+            self._write_record(json.dumps(self._header(), sort_keys=True) + "\n", os.O_TRUNC)
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | (0 if done else os.O_TRUNC), 0o600)
+        try:
+            os.ftruncate(descriptor, self.size)
+            missing = sorted(set(range(self.parts)) - done)
+            store_rules.in_parallel(lambda index: self._part(descriptor, index), missing, PARTS_AT_ONCE)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.unlink(self.record)  # complete
+
+    def _length(self, index):
+        return min(self.size, (index + 1) * self.part_bytes) - index * self.part_bytes
+
+    def _write_record(self, text, flags=os.O_APPEND):
+        descriptor = os.open(self.record, os.O_WRONLY | os.O_CREAT | flags, 0o600)
+        try:
+            os.write(descriptor, text.encode("ascii"))
+            if flags != os.O_APPEND:
+                os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def _part(self, descriptor, index):
+        first, length = index * self.part_bytes, self._length(index)
+        last = first + length - 1
+        if not length:  # an empty object: nothing to ask for
+            return
+        try:
+            response = self.get(first, last)
+        except store_rules.TransferRefused:
+            raise
+        except ModelStoreError as error:  # the caller's one line: denied, unreachable, ...
+            raise store_rules.TransferInterrupted(str(error))
+        body = response["Body"]
+        try:
+            answered = (int(response.get("ContentLength", -1)), response.get("ContentRange"),
+                        str(response.get("ETag") or ""))
+            asked = (length, "bytes %d-%d/%d" % (first, last, self.size), self.etag or answered[2])
+            if answered != asked:
+                raise store_rules.TransferRefused(
+                    "%s: %s answered the range bytes=%d-%d with %s bytes at %s, ETag %s (expected %d bytes at %s, ETag "
+                    "%s): not the object its HEAD announced (changed since, or a store that answers ranges wrongly); "
+                    "nothing of it was written" % (
+                        self.variable, self.name, first, last, answered[0], store_rules.shown(answered[1]),
+                        store_rules.shown(answered[2]), length, asked[1], store_rules.shown(asked[2])))
+            offset = first
+            while offset <= last:
+                try:
+                    block = body.read(min(_BLOCK, last + 1 - offset))
+                except Exception as error:  # urllib3's and botocore's read errors: the connection broke
+                    raise store_rules.TransferInterrupted("%s: %s stopped at byte %d (got %s: %s)" % (
+                        self.variable, self.name, offset, type(error).__name__, " ".join(str(error).split())[:200]))
+                if not block:
+                    raise store_rules.TransferInterrupted("%s: %s stopped at byte %d of its part bytes=%d-%d" % (
+                        self.variable, self.name, offset, first, last))
+                self.count(len(block))
+                view = memoryview(block)
+                while view:
+                    written = os.pwrite(descriptor, view, offset)
+                    view, offset = view[written:], offset + written
+        finally:
+            body.close()
+        with self._lock:
+            self._write_record("%d\n" % index)
+
+
 class Mirror:
     """The S3 prefix a fleet fetches a model from once (the model's `mirror`):
 
@@ -186,20 +323,22 @@ class Mirror:
         text = self._read(revision, SUMS)
         return None if text is None else store_rules.parse_sha256sums(text, self.url(revision, SUMS))
 
-    def size(self, revision, name):
-        return int(self._call(self.url(revision, name), self.client.head_object,
-                              Key=self.key(revision, name))["ContentLength"])
+    def head(self, revision, name):
+        """(size, ETag) of a file of revision."""
+        return head(self._call(self.url(revision, name), self.client.head_object, Key=self.key(revision, name)))
 
     def read_small(self, revision, name, limit):
         """The first limit + 1 bytes of a small file of revision (a ranged GET): more is refused by the caller."""
         return read_small(self._call(self.url(revision, name), self.client.get_object, Key=self.key(revision, name),
                                      Range="bytes=0-%d" % limit), limit)
 
-    def download(self, revision, name, target, count):
-        """boto3's managed transfer (ranged parts in parallel for large files); count (TransferCap.counter) sees
-        every block and stops a transfer that sends more than announced or allowed."""
-        self._call(self.url(revision, name), self.client.download_file, Key=self.key(revision, name),
-                   Filename=target, Callback=count)
+    def download(self, revision, name, target, record, announced, count):
+        """A file of revision into target in ranged parts (RangedFile: record keeps the parts written, so an
+        interrupted transfer goes on from them); announced: its (size, ETag) from head; count (TransferCap.counter)
+        sees every block and stops a transfer that sends more than announced or allowed."""
+        url, key = self.url(revision, name), self.key(revision, name)
+        RangedFile("vllm_model_models (%s).mirror" % self.model["name"], url, target, record, announced[0], announced[1], lambda first, last: self._call(
+            url, self.client.get_object, Key=key, Range="bytes=%d-%d" % (first, last)), count).fetch()
 
     def publish(self, root, revision, files, ref):
         """Upload every file of a verified revision (root/<file>), then its SHA256SUMS, then the ref it

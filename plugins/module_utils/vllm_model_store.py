@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from urllib.parse import unquote, urlsplit
 
 SOURCE_KINDS = {"hf": "hf", "file": "host", "controller": "controller", "s3": "s3", "http": "http", "https": "http"}
@@ -659,17 +660,34 @@ def check_complete(root, revision):
                                      + (" and %d more" % (len(missing) - 5) if len(missing) > 5 else "")))
 
 
+# The top-level directory of a staging directory where each file fetched in ranged parts keeps its record of the
+# parts written (vllm_model_s3.RangedFile). Never a model file: a source that lists a file under it is refused
+# (vllm_model_fetch's staged file), it is removed before the staging directory is verified, and its bytes are not
+# counted as the model's.
+PARTS_DIR = ".vllm-model-parts"
+
+
+def parts_record(staging, name):
+    """The path of the parts record of the file name in staging (a flat name: the file's own may have directories)."""
+    return os.path.join(staging, PARTS_DIR, hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32])
+
+
 def staged_bytes(staging):
-    """Bytes of the regular files in a staging directory (what an interrupted run left there); 0 when there is none
-    or it is not a directory of its own (a link is never followed)."""
+    """Bytes of the regular files in a staging directory (what an interrupted run left there) that are on disk: a file
+    fetched in ranged parts is created at its full size with holes where parts are missing, so its blocks are
+    counted, not its size; the parts records are not. 0 when there is none or it is not a directory of its own (a
+    link is never followed)."""
     if os.path.islink(staging) or not os.path.isdir(staging):
         return 0
     total = 0
     for directory, subdirectories, files in os.walk(staging):
+        if directory == staging:
+            subdirectories[:] = [name for name in subdirectories if name != PARTS_DIR]
         for name in files:
             path = os.path.join(directory, name)
             if os.path.isfile(path) and not os.path.islink(path):
-                total += os.path.getsize(path)
+                stat = os.stat(path)
+                total += min(stat.st_size, stat.st_blocks * 512)
     return total
 
 
@@ -714,7 +732,28 @@ def check_free_disk(name, revision, needed, free, reserve_bytes, store):
 
 
 class TransferRefused(ModelStoreError):
-    """A transfer stopped by the cap: the source sent more than it may. What arrived is never gone on from."""
+    """A transfer stopped by the cap (the source sent more than it may), or an answer that is not what was asked (a
+    ranged part of another length or place). What arrived is never gone on from."""
+
+
+class TransferInterrupted(ModelStoreError):
+    """A transfer stopped before its end (the network, the origin, a timeout): what arrived stays in staging for the
+    next run to go on from. Not a refusal (a checksum, a cap, a hostile answer), which removes staging."""
+
+
+def in_parallel(function, items, workers):
+    """[function(item) for every item], up to `workers` at once. After the first error nothing more starts; of the
+    errors, a refusal (a cap, a checksum, a hostile answer: staging goes) is raised before an interruption
+    (TransferInterrupted: staging stays for the next run)."""
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(function, item) for item in items]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for future in futures:
+            future.cancel()  # those not started yet
+    errors = [future.exception() for future in futures if not future.cancelled() and future.exception() is not None]
+    if errors:
+        raise next((error for error in errors if not isinstance(error, TransferInterrupted)), errors[0])
+    return [future.result() for future in futures]
 
 
 class TransferCap:

@@ -301,7 +301,6 @@ import re
 import select
 import shutil
 import signal
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves import http_client
@@ -587,10 +586,13 @@ class Store:
                 os.mkdir(staging, 0o700)
             elif kept:
                 # Only the files this source lists go on (what another source's client left there does not).
-                store_rules.remove_unlisted(staging, set(expected or {}), keep_in_staging)
+                store_rules.remove_unlisted(staging, set(expected or {}), tuple(keep_in_staging) + (
+                    store_rules.PARTS_DIR,))
                 result["resumed_bytes"] = store_rules.staged_bytes(staging)
             self.hashed = {}
             listed = download(staging)
+            # Every file arrived whole: the parts records (none left by a complete download) are not the model's.
+            shutil.rmtree(os.path.join(staging, store_rules.PARTS_DIR), ignore_errors=True)
             files = store_rules.verify_files(staging, listed if expected is None else expected, self.hashed)
             record.update(files=files, weight_bytes=store_rules.weight_bytes(
                 dict((name, entry["size"]) for name, entry in files.items())),
@@ -667,9 +669,8 @@ class SourceUnreachable(ModelStoreError):
         self.reason = reason
 
 
-class TransferInterrupted(ModelStoreError):
-    """A transfer stopped before its end (the network, the origin, a timeout): what arrived stays in staging for the
-    next run to go on from. Not a refusal (a checksum, a cap, a hostile answer), which removes staging."""
+# A transfer that stopped before its end: what arrived stays in staging (module_utils, beside TransferRefused).
+TransferInterrupted = store_rules.TransferInterrupted
 
 
 def _fail_cleanly(store, staging, error):
@@ -832,7 +833,7 @@ def place_hub(store, module):
             # Each response is held to the largest file the hub listed, all of them to what the disk check allowed.
             _hub_session(huggingface_hub, module.params["ca_bundle"], store.cap, largest)
             try:
-                _in_parallel(one, names, module.params["workers"])
+                store_rules.in_parallel(one, names, module.params["workers"])
             except ModelStoreError:
                 raise
             except Exception as error:  # the client's download errors
@@ -1118,8 +1119,8 @@ def place_http(store, module):
     if existing:
         return store.reuse(revision, existing, result, ref=key)
     names = sorted(expected)
-    sizes = dict(zip(names, _in_parallel(lambda name: _http_size(model, base + quote(name), ca_bundle), names,
-                                         module.params["workers"])))
+    sizes = dict(zip(names, store_rules.in_parallel(lambda name: _http_size(model, base + quote(name), ca_bundle),
+                                                    names, module.params["workers"])))
     record = _record(model, revision, key, dict((name, {"sha256": expected[name], "size": sizes[name]})
                                                 for name in expected))
 
@@ -1128,7 +1129,7 @@ def place_http(store, module):
             store.hashed[name] = _http_stream(model, base + quote(name), _staged_file(staging, name), ca_bundle,
                                               store.cap, sizes[name])
 
-        _in_parallel(one, sorted(expected), module.params["workers"])
+        store_rules.in_parallel(one, sorted(expected), module.params["workers"])
 
     def read(name, limit):
         return _http_read(model, base + quote(name), limit, ca_bundle)
@@ -1274,24 +1275,13 @@ def place_archive(store, module):
     return store.fetch(revision, record, None, download, result, disk_bytes=2 * size, keep_in_staging=(ARCHIVE_DIR,))
 
 
-def _in_parallel(function, names, workers):
-    """[function(name) for every name], up to `workers` (vllm_model_download_workers) at once. After the first error
-    nothing more starts; of the errors, a refusal (a cap, a checksum, a hostile answer: staging goes) is raised before
-    an interruption (staging stays for the next run)."""
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(function, name) for name in names]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        for future in futures:
-            future.cancel()  # those not started yet
-    errors = [future.exception() for future in futures if not future.cancelled() and future.exception() is not None]
-    if errors:
-        raise next((error for error in errors if not isinstance(error, TransferInterrupted)), errors[0])
-    return [future.result() for future in futures]
-
-
 def _staged_file(staging, name):
     """The path of a file of the model inside staging, its directories created (by any of the parallel transfers)."""
     store_rules.check_file_names([name], "staging %s" % staging, "nothing was written")
+    if name.split("/")[0] == store_rules.PARTS_DIR:
+        raise ModelStoreError("the source lists %s, under %s/, which the store keeps for the parts of interrupted "
+                              "transfers; rename that directory in the source" % (store_rules.shown(name),
+                                                                                  store_rules.PARTS_DIR))
     target = os.path.join(staging, name)
     os.makedirs(os.path.dirname(target), 0o700, exist_ok=True)
     return store_rules.check_inside(staging, target)
@@ -1333,7 +1323,7 @@ def place_s3(store, module):
     record = store.placed(revision) if revision else None
     if record:  # decided from the record alone: no client is created
         return store.reuse(revision, record, result)
-    client = s3.client(model, module.params["ca_bundle"])
+    client = s3.client(model, module.params["ca_bundle"], connections=module.params["workers"] * s3.PARTS_AT_ONCE)
 
     def call(url, function, **arguments):
         try:
@@ -1354,33 +1344,30 @@ def place_s3(store, module):
     if existing:
         return store.reuse(revision, existing, result, ref=ref)
 
-    def size(name):
+    def head(name):
         key = _s3_key(model, name)
-        return int(call(_s3_url(model, key), client.head_object, Bucket=model["bucket"], Key=key)["ContentLength"])
+        return s3.head(call(_s3_url(model, key), client.head_object, Bucket=model["bucket"], Key=key))
 
     names = sorted(expected)
-    files = dict((name, {"sha256": expected[name], "size": length})
-                 for name, length in zip(names, _in_parallel(size, names, module.params["workers"])))
+    heads = dict(zip(names, store_rules.in_parallel(head, names, module.params["workers"])))
+    files = dict((name, {"sha256": expected[name], "size": heads[name][0]}) for name in names)
     record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()))
 
     def download(staging):
         def one(name):
             key = _s3_key(model, name)
+            url = _s3_url(model, key)
             path = _staged_file(staging, name)
-            if not (os.path.isfile(path) and os.path.getsize(path) == files[name]["size"]):  # else a run before got it
-                # boto3's managed transfer: ranged parts in parallel for large files.
-                count = store.cap.counter(_s3_url(model, key), files[name]["size"])
-                try:
-                    call(_s3_url(model, key), client.download_file, Bucket=model["bucket"], Key=key, Filename=path,
-                         Callback=count)
-                except store_rules.TransferRefused:
-                    raise
-                except ModelStoreError as error:
-                    raise TransferInterrupted(str(error))
-            # Hashed now, while the other files still arrive (boto3 writes the parts itself, so not as they arrive).
+            # Ranged parts in parallel, written at their offsets; a run before's parts (or whole file) are kept.
+            s3.RangedFile("vllm_model_models (%s).source" % model["name"], url, path,
+                          store_rules.parts_record(staging, name), heads[name][0], heads[name][1],
+                          lambda first, last: call(url, client.get_object, Bucket=model["bucket"], Key=key,
+                                                   Range="bytes=%d-%d" % (first, last)),
+                          store.cap.counter(url, heads[name][0])).fetch()
+            # Hashed now, while the other files still arrive (the parts arrive out of order, so not as they arrive).
             store.hashed[name] = store_rules.file_sha256(path)
 
-        _in_parallel(one, sorted(expected), module.params["workers"])
+        store_rules.in_parallel(one, sorted(expected), module.params["workers"])
 
     def read(name, limit):
         key = _s3_key(model, name)
@@ -1522,15 +1509,17 @@ def _place_from_mirror(store, module, mirror, revision, expected, ref):
     """Place revision from the mirror, each file verified against expected ({file: {sha256 and/or git_sha1}}); a
     file that does not verify is refused naming the mirror, the previous revision kept."""
     model = store.model
-    files = dict((name, {"sha256": entry.get("sha256"), "size": mirror.size(revision, name)})
-                 for name, entry in expected.items())
+    heads = dict((name, mirror.head(revision, name)) for name in expected)
+    files = dict((name, {"sha256": entry.get("sha256"), "size": heads[name][0]}) for name, entry in expected.items())
     record = _record(model, revision, ref, dict((name, dict(entry)) for name, entry in files.items()),
                      extra={"via": mirror.url(revision)})
 
     def download(staging):
         for name in sorted(files):
-            mirror.download(revision, name, _staged_file(staging, name), store.cap.counter(
-                mirror.url(revision, name), files[name]["size"]))
+            path = _staged_file(staging, name)
+            mirror.download(revision, name, path, store_rules.parts_record(staging, name), heads[name],
+                            store.cap.counter(mirror.url(revision, name), files[name]["size"]))
+            store.hashed[name] = store_rules.file_sha256(path)
 
     try:
         return store.fetch(revision, record, expected, download, {"changed": False},

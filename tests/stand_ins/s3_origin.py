@@ -71,7 +71,8 @@ class S3Origin:
     def requests(self):
         """[(method, path)] of every request the server logged (needs log), in order: what a client asked the store."""
         with open(self.log, encoding="utf-8", errors="replace") as log:
-            found = [re.search(r'"([A-Z]+) (\S+) HTTP/[0-9.]+"', line) for line in log]
+            # werkzeug colours some lines (a 206 among them) with terminal escapes, even into a file.
+            found = [re.search(r'"([A-Z]+) (\S+) HTTP/[0-9.]+"', re.sub(r"\x1b\[[0-9;]*m", "", line)) for line in log]
         return [(line.group(1), line.group(2)) for line in found if line]
 
     def client(self, service="s3", **keys):

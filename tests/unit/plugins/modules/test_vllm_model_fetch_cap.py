@@ -3,7 +3,8 @@ and at the size its source announced: a hostile HTTP origin (tests/stand_ins/hos
 length, or sends more than it announced, is cut off as the bytes arrive, the staging directory is removed and the
 previous revision stays current; a hub (tests/stand_ins/hub_server.py, the real huggingface_hub client) that streams
 a file without end is cut off at the largest size it listed; an S3 object larger than its HEAD announced (the real boto3 against moto's S3 server,
-tests/stand_ins/s3_origin.py, its HeadObject answer lowered through boto3's own event hook) is stopped the same way.
+tests/stand_ins/s3_origin.py, its HeadObject answer lowered through boto3's own event hook) is refused before any of
+its bytes is written: only the announced bytes are asked for, and the answer's Content-Range names the larger size.
 On the old code the endless origin was read until the disk was full. Bytes the hub client's hf_xet writes past its HTTP
 client (a stand-in writer, below) are caught by the module watching staging while the client runs in a child process,
 which is killed; on the old code they were written unwatched until the writer stopped by itself.
@@ -100,8 +101,10 @@ def test_an_s3_object_larger_than_announced_is_stopped(capsys, tmp_path, small_d
         server.stop()
     assert refused.get("failed"), refused
     assert refused["msg"].startswith("tiny: vllm_model_models (tiny).source: s3://models/org/tiny/model.safetensors "
-                                     "sent more than the 100 bytes it announced; the transfer was stopped; the previous "
-                                     "revision (none) stays current"), refused["msg"]
+                                     "answered the range bytes=0-99 with 100 bytes at bytes 0-99/"), refused["msg"]
+    assert "(expected 100 bytes at bytes 0-99/100, " in refused["msg"], refused["msg"]
+    assert refused["msg"].endswith("nothing of it was written; the previous revision (none) stays current"), refused[
+        "msg"]
     assert [entry for entry in os.listdir(tmp_path / "store" / "tiny") if entry.startswith(".staging")] == []
 
 
