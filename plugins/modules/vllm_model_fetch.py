@@ -826,12 +826,14 @@ def place_hub(store, module):
 
     def download(staging):
         def one(name):
-            huggingface_hub.hf_hub_download(model["location"], name, revision=revision, local_dir=staging,
-                                            endpoint=model["endpoint"], token=token)
+            _hub_file(huggingface_hub, model, revision, token, staging, name, expected[name]["size"] or 0)
 
         def all_of_them():
             # Each response is held to the largest file the hub listed, all of them to what the disk check allowed.
             _hub_session(huggingface_hub, module.params["ca_bundle"], store.cap, largest)
+            # The client writes a body in blocks of this size and loses the block in transit when a connection breaks:
+            # its 10 MiB default re-sends up to 10 MiB per break. Set in this child only.
+            huggingface_hub.constants.DOWNLOAD_CHUNK_SIZE = HUB_BLOCK
             try:
                 store_rules.in_parallel(one, names, module.params["workers"])
             except ModelStoreError:
@@ -869,6 +871,41 @@ def place_hub(store, module):
                 name, api.endpoint, type(error).__name__, " ".join(str(error).split())[:200]))
 
     return store.fetch(revision, record, expected, download, result, read=read, keep_in_staging=(".cache",))
+
+
+# Where a hub file's partial download lies in staging, under the .cache directory the store keeps after an interruption.
+HUB_PARTIALS = os.path.join(".cache", "partial")
+# The block the hub client's http_get writes a body in, in the download child (see place_hub).
+HUB_BLOCK = 1 << 20
+
+
+def _hub_file(huggingface_hub, model, revision, token, staging, name, size):
+    """One hub file into staging (size: what the hub listed). huggingface_hub 2.4 goes on from what it holds only
+    within one call (its http_get asks for the rest with a Range after a connection breaks) and removes its partial file
+    when the call fails, so a later run would start from zero: a file served over HTTP goes to a partial file of ours
+    (HUB_PARTIALS, kept with staging after an interruption) that the client's own http_get goes on from, and is renamed
+    into place when complete. A Xet-backed file goes through hf_hub_download (hf_xet fetches it). A file already in
+    staging is complete (it is renamed there only then) and is verified with the others."""
+    from huggingface_hub import file_download
+
+    target = os.path.join(staging, name)
+    if os.path.isfile(target):
+        return
+    url = huggingface_hub.hf_hub_url(model["location"], name, revision=revision, endpoint=model["endpoint"])
+    if huggingface_hub.get_hf_file_metadata(url, token=token).xet_file_data is not None:
+        huggingface_hub.hf_hub_download(model["location"], name, revision=revision, local_dir=staging,
+                                        endpoint=model["endpoint"], token=token)
+        return
+    partial = os.path.join(staging, HUB_PARTIALS, name)
+    os.makedirs(os.path.dirname(partial), exist_ok=True)
+    with open(partial, "ab") as handle:
+        if size and handle.tell() > size:  # more than the file holds: not a part of it
+            handle.truncate(0)
+        # The resolve URL itself: the client's HTTP client follows the hub's redirects and drops the token off its host.
+        file_download.http_get(url, handle, resume_size=handle.tell(), expected_size=size or None,
+                               headers=huggingface_hub.utils.build_hf_headers(token=token))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.replace(partial, target)
 
 
 def _hub_session(huggingface_hub, ca_bundle, cap=None, largest=0):

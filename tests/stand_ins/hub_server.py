@@ -4,7 +4,8 @@ The real hub (huggingface.co) is unreachable from our test machines, so the test
 huggingface_hub client against this server. It speaks the part of the hub's API the client uses to
 place a model: model info with files metadata (GET /api/models/<repo>/revision/<rev>?blobs=True: the
 commit a branch or tag resolves to, each file's size, git blob id and, for LFS files, sha256) and file
-download (HEAD and GET /<repo>/resolve/<commit>/<file> with X-Repo-Commit, ETag, Content-Length, Range),
+download (HEAD and GET /<repo>/resolve/<commit>/<file> with X-Repo-Commit, ETag, Content-Length, and Range as the
+hub's CDN answers it: bytes=a- and bytes=a-b),
 plus the hub's error codes (RevisionNotFound, RepoNotFound, GatedRepo: X-Error-Code). It never ships in
 a role.
 
@@ -15,14 +16,20 @@ computed once at start-up, as the hub stores it at push time, and bytes are read
 a file changed on disk after start-up is served with the old sha256 announced, which is how the tests
 produce a corrupted download. GET /_stand_in/bytes-served answers how many file bytes it has sent, so a test
 can count the origin's traffic, and GET /_stand_in/requests the file requests it answered ([method, path], in order),
-so a test can show which files a client asked for. Usage: python hub_server.py ROOT PORT [CERT KEY] (binds 127.0.0.1;
-serves HTTPS with CERT and KEY when given, as a hub behind a TLS-intercepting proxy; prints "ready").
+so a test can show which files a client asked for, and GET /_stand_in/ranges the Range of each GET that had one
+([path, range], in order). Usage: python hub_server.py ROOT PORT [CERT KEY] (binds 127.0.0.1; serves HTTPS with CERT
+and KEY when given, as a hub behind a TLS-intercepting proxy; prints "ready").
 
 A hostile hub, for the tests that prove the collection refuses one: a file answer.json in a repository's
 directory ({"<ref>": {"sha": "<any string>", "unchecked": ["<file>", ...]}}) makes the model info for that
 ref announce that sha (a refs.json entry with the same string lets its files be downloaded too) and list the
 files named under "unchecked" without any checksum (no LFS sha256, no blob id); a file named under "endless" is
-sent (GET) with chunked transfer encoding and no length, without end (1 GiB at most), as a hostile or broken hub would.
+sent (GET) with chunked transfer encoding and no length, without end (1 GiB at most), as a hostile or broken hub would;
+"cut": {"<file>": N} makes the first N GETs of that file that reach past its half-way byte (a header read does not; N
+larger than the client's retries: every one) announce the full Content-Length of what was asked, then stop at the
+half-way byte (no body at all for a request that starts past it) and close the connection, as a broken network or
+proxy would. They are counted from the stand-in's start: a test that wants a hub that no longer cuts starts it again
+without the answer.
 A file named under "redirect" is answered, as the hub answers an LFS file, with a redirect to another host (a CDN):
 http://localhost:<port>/_stand_in/cdn/<repo>/<commit>/<file>, which serves it to anyone and records the Authorization
 header it was sent (GET /_stand_in/cdn-requests: [[path, header or ""]]), so a test can show a token stays with the
@@ -91,6 +98,7 @@ class HubHandler(BaseHTTPRequestHandler):
     requests = []  # [method, path] of each file request, shared by the server's threads
     cdn = []  # [path, Authorization header or ""] of each request to the CDN the redirected files go to
     scheme = "http"
+    ranges = []  # [path, Range] of each file GET with a Range header
     served_lock = threading.Lock()
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's signature
@@ -142,10 +150,11 @@ class HubHandler(BaseHTTPRequestHandler):
         resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", raw)
         if resolve:
             resolve = [unquote(part) for part in resolve.groups()]
-        if path in ("/_stand_in/bytes-served", "/_stand_in/requests", "/_stand_in/cdn-requests"):
+        if path in ("/_stand_in/bytes-served", "/_stand_in/requests", "/_stand_in/cdn-requests", "/_stand_in/ranges"):
             with self.served_lock:
                 body = json.dumps({"bytes": self.served[0]} if path.endswith("served") else
-                                  self.cdn if path.endswith("cdn-requests") else self.requests).encode()
+                                  self.cdn if path.endswith("cdn-requests") else
+                                  self.ranges if path.endswith("ranges") else self.requests).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -157,6 +166,8 @@ class HubHandler(BaseHTTPRequestHandler):
         elif resolve:
             with self.served_lock:
                 self.requests.append([self.command, path])
+                if self.command == "GET" and self.headers.get("Range"):
+                    self.ranges.append([path, self.headers["Range"]])
             self._resolve(*resolve)
         else:
             self._error(404, "EntryNotFound", "no route %s" % path)
@@ -200,23 +211,52 @@ class HubHandler(BaseHTTPRequestHandler):
             return
         data = open(os.path.join(repository["commits"][commit]["base"], name), "rb").read()
         etag = metadata["lfs"]["sha256"] if "lfs" in metadata else metadata["blobId"]
-        start, status = 0, 200
-        ranged = re.match(r"^bytes=(\d+)-$", self.headers.get("Range", ""))
+        start, end, status = 0, len(data) - 1, 200
+        # The hub's CDN honours an open range (bytes=a-, what a client resuming asks) and a closed one (bytes=a-b, what
+        # a header read asks): 206 with exactly those bytes, b past the end clipped, a past the end 416.
+        ranged = re.match(r"^bytes=(\d+)-(\d*)$", self.headers.get("Range", ""))
         if ranged and self.command == "GET":
             start, status = int(ranged.group(1)), 206
+            end = min(int(ranged.group(2)), len(data) - 1) if ranged.group(2) else len(data) - 1
+            if start >= len(data) or end < start:
+                self._unsatisfiable(len(data))
+                return
+        cut = self.command == "GET" and end + 1 > len(data) // 2 and self._cut(repository, name)
         self.send_response(status)
         self.send_header("X-Repo-Commit", commit)
         self.send_header("ETag", '"%s"' % etag)
-        self.send_header("Content-Length", str(len(data) - start))
+        self.send_header("Content-Length", str(end + 1 - start))
         if status == 206:
-            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, len(data)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Type", "application/octet-stream")
         self.end_headers()
         if self.command == "GET":
-            self.wfile.write(data[start:])
+            # A cut answer stops at the file's half-way byte (nothing when it starts past it) and hangs up.
+            sent = data[start:min(end + 1, len(data) // 2)] if cut else data[start:end + 1]
+            self.wfile.write(sent)
             with self.served_lock:
-                self.served[0] += len(data) - start
+                self.served[0] += len(sent)
+            if cut:
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _unsatisfiable(self, size):
+        self.send_response(416)
+        self.send_header("Content-Range", "bytes */%d" % size)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _cut(self, repository, name):
+        """Whether this GET of name is cut (answer.json's "cut": {name: how many of its GETs}), counting it."""
+        with self.served_lock:
+            for answer in repository["answers"].values():
+                left = answer.get("cut", {}).get(name, 0)
+                if left:
+                    answer["cut"][name] = left - 1
+                    return True
+        return False
 
     def _cdn(self, path):
         repo_id, commit, name = "/".join(path.split("/")[:2]), path.split("/")[2], "/".join(path.split("/")[3:])
@@ -308,6 +348,11 @@ class HubProcess:
     def requests(self):
         """[(method, path)] of the file requests this run of the stand-in answered, in order."""
         with urllib.request.urlopen(self.endpoint + "/_stand_in/requests", timeout=10, context=self.context) as response:
+            return [tuple(request) for request in json.loads(response.read())]
+
+    def ranges(self):
+        """[(path, Range header)] of the file GETs with a Range this run of the stand-in answered, in order."""
+        with urllib.request.urlopen(self.endpoint + "/_stand_in/ranges", timeout=10) as response:
             return [tuple(request) for request in json.loads(response.read())]
 
 

@@ -136,8 +136,25 @@ def test_a_hub_streaming_without_end_is_cut_off(capsys, tmp_path, small_disk):
 # response hook that counts the client's bodies. The hub stand-in serves no Xet, so these tests replace the client's
 # hf_hub_download for the weights by a writer that stands in for hf_xet: it writes the file's bytes into staging
 # itself (where the client has hf_xet write, .cache/huggingface/download/<file>.<id>.incomplete), with no HTTP at all,
-# in blocks, and notes its process and how far it got in a file outside the store. On the old code it ran in the
+# in blocks, and notes its process and how far it got in a file outside the store. The weights are announced as
+# Xet-backed (xet_backed): the module hands only those to hf_hub_download. On the old code it ran in the
 # module's own process, unwatched, until it stopped by itself, and the placement failed later (the weights missing).
+
+def xet_backed(monkeypatch, name):
+    """The hub client's metadata (its HEAD) announcing name as Xet-backed, as the hub does for a file in Xet storage:
+    the module then hands it to hf_hub_download (and so to hf_xet) rather than fetching it over HTTP itself."""
+    import dataclasses
+
+    import huggingface_hub
+
+    real = huggingface_hub.get_hf_file_metadata
+
+    def metadata(url, **kwargs):
+        found = real(url, **kwargs)
+        return dataclasses.replace(found, xet_file_data=object()) if url.endswith("/" + name) else found
+
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", metadata)
+
 
 def xet_stand_in(monkeypatch, tmp_path, files, block, total):
     """hf_hub_download writing `files` files of `block` bytes (one file growing block by block when files is 1) up to
@@ -165,6 +182,7 @@ def xet_stand_in(monkeypatch, tmp_path, files, block, total):
         raise OSError("the stand-in for hf_xet stopped by itself after %d bytes" % written)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    xet_backed(monkeypatch, "model.safetensors")
     return note
 
 
@@ -235,6 +253,7 @@ def failing_client(monkeypatch, failure):
         return real(repo_id, filename, **kwargs)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    xet_backed(monkeypatch, "model.safetensors")
 
 
 def test_a_client_error_in_the_child_reads_as_before(capsys, tmp_path, monkeypatch, tiny_hub):

@@ -268,3 +268,110 @@ def test_a_staged_file_larger_than_the_origin_announces_now_starts_again(capsys,
         assert server.served(SHARD) == size // 2 + size
     placed = store / "tiny" / "current" / SHARD
     assert placed.stat().st_size == size and hashlib.sha256(placed.read_bytes()).hexdigest() == sums[SHARD]
+
+
+# The hub: the REAL huggingface_hub client against the hub stand-in (tests/stand_ins/hub_server.py), whose answer.json
+# "cut" hangs up half-way through model.safetensors. The client's own retry goes on from what it holds with a Range
+# request within a run; it holds whole blocks only (its http_get reads the body in DOWNLOAD_CHUNK_SIZE blocks, 10 MiB by
+# default in 2.4, which the module sets to HUB_BLOCK, 1 MiB, in its download child; what arrived of the block in transit
+# is lost and sent again). Across runs, huggingface_hub 2.4 keeps no partial file (each download goes to a
+# process-unique .incomplete file, removed when it fails), so the module keeps its own in staging's .cache and hands
+# it to the client's http_get to go on from; on the old code the second run fetched the whole file again.
+HUB_COMMIT = "7" * 40
+
+
+def hub_model(tmp_path, cuts):
+    """The stand-in's root with org/tiny (a 4 MiB shard) at HUB_COMMIT, the shard cut `cuts` times; the files' sizes."""
+    from stand_ins.hub_server import hub_repository
+
+    root = tmp_path / "hub"
+    hub_repository(root, "org/tiny", {"main": HUB_COMMIT}, answers={"main": {"cut": {SHARD: cuts}}} if cuts else None)
+    directory = root / "org" / "tiny" / HUB_COMMIT
+    write_tiny_model(str(directory), seed=79, hidden=512, vocab=1024)
+    return root, dict((name, os.path.getsize(directory / name)) for name in os.listdir(directory))
+
+
+def place_hub(capsys, store, hub, **extra):
+    return run_module(capsys, store=str(store), name="tiny", source="hf://org/tiny", revision=HUB_COMMIT,
+                      endpoint=hub.endpoint, min_free_disk_gib=0, **extra)
+
+
+def kept(size):
+    """What the client holds of the shard when the stand-in cuts it half-way: its whole blocks."""
+    from ansible_collections.arm_inference.vllm.plugins.modules.vllm_model_fetch import HUB_BLOCK
+
+    return size // 2 // HUB_BLOCK * HUB_BLOCK
+
+
+def shard_ranges(hub):
+    return [header for path, header in hub.ranges() if path.endswith("/" + SHARD)]
+
+
+def test_a_hub_file_cut_once_is_gone_on_from_by_the_clients_own_retry(capsys, tmp_path):
+    import struct
+
+    from stand_ins.hub_server import HubProcess
+    from test_vllm_model_fetch_serving import facts, fit
+
+    root, sizes = hub_model(tmp_path, cuts=1)
+    size = sizes[SHARD]
+    with open(root / "org" / "tiny" / HUB_COMMIT / SHARD, "rb") as handle:
+        header = struct.unpack("<Q", handle.read(8))[0]
+    hub = HubProcess(root).start()
+    try:
+        placed = place_hub(capsys, tmp_path / "store", hub, fit=dict(fit(facts("graviton4-c8g-16xlarge")),
+                                                                     serve_model="tiny"))
+        served, ranges = hub.bytes_served(), shard_ranges(hub)
+    finally:
+        hub.stop()
+    assert placed.get("failed") is not True, placed
+    # The header reads (bytes=0-7, then the header) and the resuming retry: nothing else asked for a range of it.
+    assert kept(size) > 0 and ranges == ["bytes=0-7", "bytes=0-%d" % (8 + header - 1), "bytes=%d-" % kept(size)], ranges
+    # Every file once, plus what the fit check read before: config.json (asked with a closed range past its end, sent
+    # whole), the shard's 8-byte length and its 8 + header bytes, plus what the client lost of the block in transit at
+    # the cut. Not the shard again (1.5 times): half, then from its last whole block.
+    lost = size // 2 - kept(size)
+    assert served == sum(sizes.values()) + sizes["config.json"] + 8 + 8 + header + lost, (served, sizes, header)
+    current = tmp_path / "store" / "tiny" / "current"
+    assert (current / SHARD).read_bytes() == (root / "org" / "tiny" / HUB_COMMIT / SHARD).read_bytes()
+
+
+def test_a_hub_file_cut_every_time_is_gone_on_from_by_the_next_run(capsys, tmp_path):
+    from stand_ins.hub_server import HubProcess
+
+    root, sizes = hub_model(tmp_path, cuts=1000)
+    size, store = sizes[SHARD], tmp_path / "store"
+    hub = HubProcess(root).start()
+    try:
+        first = place_hub(capsys, store, hub)
+        served, ranges = hub.bytes_served(), shard_ranges(hub)
+    finally:
+        hub.stop()
+    retries = len(ranges)
+    assert first.get("failed") is True, first
+    assert first["msg"].startswith("tiny: the download from %s failed (RemoteProtocolError: " % hub.endpoint), first
+    assert "; the previous revision (none) stays current; the " in first["msg"], first["msg"]
+    assert first["msg"].endswith(" bytes that arrived stay in %s and the next run goes on from there" % staging(store))
+    # The client tried again from the blocks it held, got nothing more, and gave up: they stay in staging's .cache.
+    assert ranges and set(ranges) == {"bytes=%d-" % kept(size)}, ranges
+    partials = [os.path.join(folder, name) for folder, dummy, names in os.walk(staging(store) / ".cache")
+                for name in names if name.startswith(SHARD)]
+    assert [os.path.getsize(path) for path in partials] == [kept(size)], partials
+    assert not os.path.lexists(store / "tiny" / "current")
+    (root / "org" / "tiny" / "answer.json").unlink()  # the hub no longer cuts
+    hub = HubProcess(root).start()
+    try:
+        second = place_hub(capsys, store, hub)
+        served += hub.bytes_served()
+        ranges = shard_ranges(hub)
+    finally:
+        hub.stop()
+    assert second.get("failed") is not True, second
+    assert second["resumed_bytes"] >= kept(size), second
+    assert ranges == ["bytes=%d-" % kept(size)], ranges
+    # About the shard once over both runs, not 1.5 times: what the client lost of the block in transit at each break
+    # (the first answer, then each of its retries in the first run) is all that was sent twice.
+    lost = (size // 2 - kept(size)) * (1 + retries)
+    assert lost < 1 << 20 and served == sum(sizes.values()) + lost, (served, sizes, retries)
+    assert (store / "tiny" / "current" / SHARD).read_bytes() == (root / "org" / "tiny" / HUB_COMMIT / SHARD).read_bytes()
+    assert sorted(os.listdir(store / "tiny")) == sorted([".state.json", "current", HUB_COMMIT])
