@@ -454,12 +454,15 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
     print("fleet of three: %s" % json.dumps(report))
     (REPO_ROOT / "build").mkdir(exist_ok=True)
     (REPO_ROOT / "build" / "model-fleet-bytes.json").write_text(json.dumps(report, indent=1) + "\n")
-    # Once through the mirror: the hub served one copy (and the seeder's read of its small files, on which
-    # vllm_serve's rules ran before the weights), the controller uploaded one and sent the hosts none.
+    # Once through the mirror: the hub served one copy (and the seeder's read of its small files and of each
+    # safetensors file's length and header, on which vllm_serve's rules ran before the weights), the controller
+    # uploaded one and sent the hosts none.
     fleet_model = hub.root / "org" / "fleet" / FLEET_COMMIT
     small = sum((fleet_model / name).stat().st_size for name in ("config.json", "model.safetensors.index.json")
                 if (fleet_model / name).exists())
-    assert report["once_through_the_mirror"]["hub_bytes"] == model_bytes(fleet_model) + small
+    headers = sum(8 + 8 + int.from_bytes(path.read_bytes()[:8], "little")
+                  for path in fleet_model.glob("*.safetensors"))
+    assert report["once_through_the_mirror"]["hub_bytes"] == model_bytes(fleet_model) + small + headers
     assert report["once_through_the_mirror"]["controller_upload_bytes"] == size
     assert report["once_through_the_mirror"]["controller_bytes"] < size
 
