@@ -302,9 +302,9 @@ import select
 import shutil
 import signal
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, _load_params
 from ansible.module_utils.six.moves import http_client
-from ansible.module_utils.six.moves.urllib.parse import quote, urljoin
+from ansible.module_utils.six.moves.urllib.parse import quote, urljoin, urlsplit
 from ansible.module_utils.urls import Request, make_context, open_url
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_archive
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_info
@@ -1941,9 +1941,27 @@ def _locked(store, module, action):
     return PLACE[store.model["kind"]](store, module)
 
 
+# URL parameters that may carry a presigned query (a credential): see _with_secret_queries.
+URL_PARAMETERS = ("source", "sha256sums")
+
+
+def _with_secret_queries(argument_spec):
+    """argument_spec, with no_log on each URL parameter whose value this run carries a query in (a presigned URL):
+    its value is then neither logged to the host's journal nor shown in the result's invocation, and any copy of it in
+    the output is masked. Decided from the module's own arguments before AnsibleModule logs them (ansible's
+    _load_params, which is there for modules that decide their spec from their arguments); a URL without a query
+    stays shown, as the messages that quote it read best."""
+    arguments = _load_params() or {}  # nothing when ansible-test reads the spec without arguments
+    for name in URL_PARAMETERS:
+        value = arguments.get(name)
+        if isinstance(value, str) and urlsplit(value).query:
+            argument_spec[name] = dict(argument_spec[name], no_log=True)
+    return argument_spec
+
+
 def main():
     module = AnsibleModule(
-        argument_spec={
+        argument_spec=_with_secret_queries({
             "action": {"type": "str", "choices": ["place", "plan", "manifest", "status", "seed",
                                                   "activate", "resolve", "reach"], "default": "place"},
             "resolved": {"type": "str"},
@@ -1975,7 +1993,7 @@ def main():
             "mirror": {"type": "str"},
             "mirror_revision": {"type": "str"},
             "mirror_manifest": {"type": "dict"},
-        },
+        }),
         required_if=[("action", "place", ["source"]), ("action", "plan", ["source"]),
                      ("action", "manifest", ["source"]), ("action", "activate", ["revision"]),
                      ("action", "resolve", ["source", "revision"]), ("action", "reach", ["source"])],

@@ -432,3 +432,37 @@ def test_urls_are_redacted_for_messages_and_the_state_file():
     assert rules.redact_url("https://h.example/a/") == "https://h.example/a/"
     assert rules.redact_url("config.json") == "config.json"
     assert rules.shown("https://h.example/m.zip?sig=secret") == "https://h.example/m.zip?(redacted)"
+
+
+def _placed_revision(tmp_path):
+    """A placed revision r1 of two files and its record (size, mtime, inode per file), as commit writes it."""
+    root = tmp_path / "model" / "r1"
+    root.mkdir(parents=True)
+    (root / "config.json").write_text("{}")
+    (root / "model.safetensors").write_bytes(b"\x01" * 64)
+    files = dict((name, {"size": os.path.getsize(root / name)}) for name in ("config.json", "model.safetensors"))
+    return root, {"files": rules.record_stats(str(root), files)}
+
+
+def test_each_recorded_stat_alone_is_noticed(tmp_path):
+    """Each of size, mtime and inode, changed while the other two stay as recorded, is found without reading a byte;
+    so is a file removed."""
+    root, record = _placed_revision(tmp_path)
+    weights = root / "model.safetensors"
+    model_dir = str(tmp_path / "model")
+    assert rules.changes(model_dir, "r1", record) == []
+    stat = weights.stat()
+    with open(weights, "r+b") as handle:  # size: cut short, its mtime put back
+        handle.truncate(32)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert rules.changes(model_dir, "r1", record) == ["model.safetensors changed (size)"]
+    weights.write_bytes(b"\x02" * 64)  # mtime: same size, other bytes
+    assert rules.changes(model_dir, "r1", record) == ["model.safetensors changed (mtime)"]
+    copy = root / "copy"
+    copy.write_bytes(b"\x01" * 64)  # inode: the same bytes in another file renamed over it, its mtime put back
+    os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.rename(copy, weights)
+    assert weights.stat().st_ino != record["files"]["model.safetensors"]["ino"]
+    assert rules.changes(model_dir, "r1", record) == ["model.safetensors changed (ino)"]
+    weights.unlink()
+    assert rules.changes(model_dir, "r1", record) == ["model.safetensors removed"]

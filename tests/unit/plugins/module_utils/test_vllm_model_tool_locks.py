@@ -143,3 +143,24 @@ def test_locks_installed_together_agree_on_every_package_they_share():
             versions = {line for line, _hashes in lines
                         if " ; " not in line or Marker(line.split(" ; ", 1)[1]).evaluate(environment)}
             assert len(versions) <= 1, (name, versions, environment)
+
+
+def _tasks(tasks):
+    for task in tasks:
+        yield task
+        yield from _tasks(task.get("block") or [])
+
+
+def test_the_role_installs_the_locks_by_their_hashes_alone():
+    """The locks pin nothing unless pip is told to check them: every file's sha256 (--require-hashes), no dependency
+    the lock does not list (--no-deps), no build (--only-binary=:all:: a build would fetch its build tools unhashed),
+    and every lock given as a requirements file; no other pip call in the role."""
+    import yaml
+
+    tasks = list(_tasks(yaml.safe_load((REPO_ROOT / "roles" / "vllm_model" / "tasks" / "tools.yml").read_text())))
+    pips = [task for task in tasks if "/bin/pip" in str(task.get("ansible.builtin.command", ""))]
+    assert len(pips) == 1, pips
+    argv = pips[0]["ansible.builtin.command"]["argv"]
+    for flag in ("'install'", "'--require-hashes'", "'--no-deps'", "'--only-binary=:all:'", "'--requirement='"):
+        assert flag in argv, (flag, argv)
+    assert not [task for task in tasks if "ansible.builtin.pip" in task or "pip" in task]

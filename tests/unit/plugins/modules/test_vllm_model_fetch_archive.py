@@ -9,12 +9,14 @@ previous revision current and nothing left behind."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from ansible.module_utils.basic import AnsibleModule
 
 import published_samples
 from http_origin import http_origin
@@ -137,20 +139,26 @@ def test_members_too_large_for_the_host_are_refused_before_extraction(capsys, or
     assert os.listdir(tmp_path / "store" / "tiny") == []
 
 
-def test_a_presigned_query_is_never_printed_nor_stored(capsys, origin):
-    """A presigned URL's query is a credential: the origin gets it, the state file and the error messages do not."""
+def test_a_presigned_query_is_never_printed_nor_stored(capsys, origin, monkeypatch):
+    """A presigned URL's query is a credential: the origin gets it, the state file, the error messages, the result's
+    invocation and the host's journal (what AnsibleModule logs of its arguments) do not."""
     web, server, tmp_path = origin
+    journal = []
+    monkeypatch.setattr(AnsibleModule, "log", lambda module, message, log_args=None: journal.append(message))
     secret = "X-Amz-Signature=0123456789abcdef&X-Amz-Credential=AKIAEXAMPLE"
     digest = hashlib.sha256((web / "v1.tar.gz").read_bytes()).hexdigest()
     common = dict(_common(tmp_path), sha256sums=None, sha256={"v1.tar.gz": digest})
     placed = run_module(capsys, source=server.url + "/v1.tar.gz?" + secret, **common)
     assert placed.get("failed") is not True, placed
     assert ("GET", "/v1.tar.gz?" + secret) in server.requests
+    # Nor the result's invocation (what -v shows and a registered result keeps).
+    assert "X-Amz" not in json.dumps(placed) and placed["invocation"]["module_args"]["source"] != server.url, placed
     state = (tmp_path / "store" / "tiny" / ".state.json").read_text()
     assert "X-Amz" not in state and server.url + "/v1.tar.gz?(redacted)" in state
     refused = run_module(capsys, source=server.url + "/missing.tar.gz?" + secret,
                          **dict(common, sha256={"missing.tar.gz": digest}))
-    assert refused["failed"] and "X-Amz" not in refused["msg"], refused
+    assert refused["failed"] and "X-Amz" not in json.dumps(refused), refused
+    assert journal and not [message for message in journal if "X-Amz" in message], journal
     assert refused["msg"].startswith("vllm_model_models (tiny).source: %s/missing.tar.gz?(redacted) cannot be fetched "
                                      "(got HTTPError: " % server.url), refused["msg"]
 

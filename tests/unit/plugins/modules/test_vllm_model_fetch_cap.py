@@ -290,3 +290,23 @@ def test_a_client_killed_by_someone_else_is_an_interruption(capsys, tmp_path, mo
     assert shown.startswith("tiny: the download from %s stopped: its process (" % hub.endpoint), shown
     assert ") was killed by signal SIGKILL, which this module did not send; the previous revision (none) stays " \
            "current; the " in shown, shown
+
+
+def test_an_archive_that_announces_no_size_is_capped_by_what_the_disk_check_allowed(capsys, tmp_path, small_disk):
+    """An archive's origin that announces no size and never stops: its download goes to staging's .archive, so the cap
+    is the disk check's allowance, as for a file of a list."""
+    root = tmp_path / "origin"
+    root.mkdir()
+    (root / "v2.tar.gz").write_bytes(b"\x1f\x8b" + b"\0" * 64)
+    store = tmp_path / "store"
+    with hostile_origin(root, {"v2.tar.gz": "endless"}) as origin:
+        refused = run_module(capsys, store=str(store), name="tiny", source=origin.url + "/v2.tar.gz",
+                             sha256={"v2.tar.gz": "0" * 64}, min_free_disk_gib=0)
+        sent = origin.served("v2.tar.gz")
+    assert refused.get("failed"), refused
+    assert ("the download passed %d bytes, all that the disk check allowed (free space less vllm_model_min_free_disk_gib)"
+            ", at %s/v2.tar.gz, which announced no size; the transfer was stopped" % (FREE, origin.url)) in refused["msg"], \
+        refused["msg"]
+    assert sorted(os.listdir(store / "tiny")) == [], os.listdir(store / "tiny")  # no staging left
+    # Stopped within a few blocks (and the loopback's socket buffers) of the cap, not read to the origin's 1 GiB.
+    assert sent < FREE + (16 << 20), sent
