@@ -239,7 +239,7 @@ def normalize_model(model, index):
         if has_userinfo(model.get(key)):
             _fail("%s.%s" % (variable, key), "carries credentials in the URL (user:password@)", model[key],
                   "remove them: the hub takes token, S3 takes access_key_id and secret_access_key, an HTTP origin "
-                  "is read without credentials (or with a presigned URL, whose query is never printed or stored)")
+                  "takes headers (such as Authorization) or a presigned URL, whose query is never printed or stored")
     normalized = {"name": name, "source": source, "kind": kind, "location": location}
     headers = model.get("headers")
     if headers not in (None, {}):
