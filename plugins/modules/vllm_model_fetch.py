@@ -1095,12 +1095,14 @@ def _tls_context(ca_bundle):
 def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0, end=None, headers=None,
                unredirected=None):
     """One request (safe redirects followed), with headers; those named in unredirected (a token) go to url's host only,
-    never along a redirect, and so do the model's own headers (_own_headers). With offset or end (the last byte wanted), a Range request (an origin may answer with the
-    whole file: the caller reads what it needs). A refusal raises ModelStoreError, no answer SourceUnreachable."""
+    never along a redirect, and so do the model's own headers (_own_headers). With offset or end (the last byte
+    wanted), a Range request (an origin may answer with the whole file: the caller reads what it needs). A refusal
+    raises ModelStoreError, no answer SourceUnreachable."""
     ranged = offset or end is not None
     own = _own_headers(model, url)
-    headers = dict(own, **dict(headers or {}, **({"Range": "bytes=%d-%s" % (offset, "" if end is None else end)}
-                                                  if ranged else {})))
+    headers = dict(own, **(headers or {}))
+    if ranged:
+        headers["Range"] = "bytes=%d-%s" % (offset, "" if end is None else end)
     unredirected = list(unredirected or []) + list(own) or None
     try:
         return Request().open(method, url, timeout=timeout, follow_redirects="safe", context=_tls_context(ca_bundle),

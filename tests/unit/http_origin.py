@@ -3,7 +3,7 @@ recording each request's method and path (and the Range it asked for, in .ranges
 module asked the origin (and that a re-run asked it nothing). http.server ignores Range and sends whole files.
 
 As an origin that needs credentials (an API gateway, a private bucket behind a proxy), it answers 401 to a request
-without each header of `require` ({name: value}); as an origin that sends files to another host (a CDN), it answers a
+without each header of `require` ({name: value}), its reason phrase repeating the values it was sent; as an origin that sends files to another host (a CDN), it answers a
 path of `redirect` ({path: URL}) with a 302 to that URL. Each request's headers are kept in .headers."""
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
         self.server.ranges.append((self.command, self.path, self.headers.get("Range")))
         self.server.headers.append((self.command, self.path, dict(self.headers)))
         if any(self.headers.get(name) != value for name, value in self.server.require.items()):
-            self.send_error(401, "Unauthorized")
+            # As a careless origin does, its reason phrase repeats what it was sent: a client must not print it.
+            self.send_error(401, "Unauthorized (sent %s)" % ", ".join(
+                "%s: %s" % (name, self.headers.get(name)) for name in self.server.require))
             return None
         if self.path in self.server.redirect:
             self.send_response(302)

@@ -75,8 +75,8 @@ def test_a_file_list_behind_a_key_is_placed_with_its_headers_and_never_shows_the
         assert placed.get("failed") is not True, placed
         assert placed["changed"] is True
         # Ansible's no_log on a mapping: the invocation shows the names, each value hidden.
-        assert placed["invocation"]["module_args"]["headers"] == dict.fromkeys(HEADERS,
-                                                                                "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER")
+        hidden = dict.fromkeys(HEADERS, "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER")
+        assert placed["invocation"]["module_args"]["headers"] == hidden
         # Every request carried both (HEAD for sizes, the ranged reads of small files and headers, the downloads).
         methods = set()
         for method, path, sent in server.headers:
@@ -89,6 +89,13 @@ def test_a_file_list_behind_a_key_is_placed_with_its_headers_and_never_shows_the
         _nowhere(tmp_path, placed)
         assert placed["revision"] == rules.manifest_revision(dict((name, {"sha256": digest})
                                                                   for name, digest in pins.items()))
+
+        # A wrong key: the origin's 401 repeats it in its reason phrase, the message does not (ansible's no_log).
+        wrong = run_module(capsys, **_args(tmp_path, source=source, sha256=pins, revision="wrong",
+                                           headers=dict(HEADERS, **{"X-Api-Key": ROTATED})))
+        assert wrong.get("failed") is True and "HTTP Error 401" in wrong["msg"], wrong
+        assert "X-Api-Key: ********" in wrong["msg"], wrong["msg"]
+        _nowhere(tmp_path, wrong)
 
         # A rotated key is not a new revision: the record decides, the origin is asked nothing.
         server.require["X-Api-Key"] = ROTATED
@@ -187,8 +194,7 @@ def test_bad_headers_are_refused_in_one_line_without_their_values(headers, probl
     assert KEY not in message and "\n" not in message and "(got " in message, message
 
 
-@pytest.mark.parametrize("source", ["hf://org/tiny", "s3://models/tiny", "file:///srv/tiny",
-                                   "controller:///srv/tiny"])
+@pytest.mark.parametrize("source", ["hf://org/tiny", "s3://models/tiny", "file:///srv/tiny", "controller:///srv/tiny"])
 def test_only_http_sources_take_them(source):
     model = {"name": "tiny", "source": source, "revision": "a" * 40, "sha256sums": "SHA256SUMS",
              "headers": {"X-Api-Key": KEY}}
