@@ -3,8 +3,9 @@ recording each request's method and path (and the Range it asked for, in .ranges
 module asked the origin (and that a re-run asked it nothing). http.server ignores Range and sends whole files.
 
 As an origin that needs credentials (an API gateway, a private bucket behind a proxy), it answers 401 to a request
-without each header of `require` ({name: value}), its reason phrase repeating the values it was sent; as an origin that sends files to another host (a CDN), it answers a
-path of `redirect` ({path: URL}) with a 302 to that URL. Each request's headers are kept in .headers."""
+without each header of `require` ({name: value}), its reason phrase repeating the values it was sent; as an origin
+that sends files to another host (a CDN), it answers a path of `redirect` ({path: URL}) with a 302 to that URL.
+Each request's headers are kept in .headers."""
 
 from __future__ import annotations
 
