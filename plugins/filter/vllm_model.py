@@ -14,8 +14,8 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_mod
 
 
 def vllm_model_check(variables):
-    """The models of vllm_model_models, checked and normalized; tokens and S3 keys are replaced by has_token
-    and has_s3_keys so the result can be looped over and shown without exposing them."""
+    """The models of vllm_model_models, checked and normalized; tokens, S3 keys and HTTP headers are replaced by
+    has_token, has_s3_keys and has_headers so the result can be looped over and shown without exposing them."""
     try:
         models = vllm_model_store.normalized_models(dict(variables))
     except vllm_model_store.ModelInputError as error:
@@ -23,9 +23,10 @@ def vllm_model_check(variables):
     checked = []
     for model in models:
         entry = dict((key, value) for key, value in model.items()
-                     if key not in ("token", "access_key_id", "secret_access_key"))
+                     if key not in ("token", "access_key_id", "secret_access_key", "headers"))
         entry["has_token"] = bool(model.get("token"))
         entry["has_s3_keys"] = bool(model.get("secret_access_key"))
+        entry["has_headers"] = bool(model.get("headers"))
         checked.append(entry)
     return checked
 

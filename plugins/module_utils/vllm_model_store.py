@@ -28,7 +28,7 @@ SOURCE_KINDS = {"hf": "hf", "file": "host", "controller": "controller", "s3": "s
 # not the directory of a file list.
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".zip")
 MODEL_KEYS = ("name", "source", "revision", "token", "include", "exclude", "endpoint", "sha256", "sha256sums",
-              "region", "endpoint_url", "access_key_id", "secret_access_key", "mirror")
+              "region", "endpoint_url", "access_key_id", "secret_access_key", "mirror", "headers")
 HUB_ONLY_KEYS = ("token", "include", "exclude", "endpoint")
 # S3 credentials default to boto3's own chain (the instance profile on EC2); keys given here reach boto3
 # as module arguments (no_log), never argv or another process's environment.
@@ -37,7 +37,13 @@ S3_ONLY_KEYS = ("region", "endpoint_url", "access_key_id", "secret_access_key")
 # publishes to the S3 mirror, the other hosts read the mirror. An s3:// source is already a bucket the
 # fleet reads, a file:// one is already on the host.
 MIRRORED_KINDS = ("hf", "http", "archive", "controller")
-SECRET_KEYS = ("token", "secret_access_key")
+SECRET_KEYS = ("token", "secret_access_key", "headers")
+# HTTP headers an http(s) origin takes from the operator (an Authorization or API key header), sent to the source's
+# own origin only and never along a redirect; these the module sets itself (Range, resumes) or the HTTP client owns.
+OWN_HEADERS = ("range", "host", "content-length", "transfer-encoding", "connection")
+# A header name is an HTTP token (RFC 9110, 5.1 and 5.6.2: tchar); a value is printable ASCII, spaces and tabs.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+_HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]{1,8192}$")
 # File name patterns of weights: what the tuning has to fit in memory (the rest is config and tokenizer).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt")
 STATE_FILE = ".state.json"
@@ -233,8 +239,14 @@ def normalize_model(model, index):
         if has_userinfo(model.get(key)):
             _fail("%s.%s" % (variable, key), "carries credentials in the URL (user:password@)", model[key],
                   "remove them: the hub takes token, S3 takes access_key_id and secret_access_key, an HTTP origin "
-                  "is read without credentials (or with a presigned URL, whose query is never printed or stored)")
+                  "takes headers (such as Authorization) or a presigned URL, whose query is never printed or stored")
     normalized = {"name": name, "source": source, "kind": kind, "location": location}
+    headers = model.get("headers")
+    if headers not in (None, {}):
+        if kind not in ("http", "archive"):
+            _fail(variable + ".headers", "only applies to http:// and https:// sources", "(hidden)",
+                  "remove it from this %s source" % source.partition("://")[0])
+        normalized["headers"] = _check_headers(variable + ".headers", headers)
 
     revision = model.get("revision")
     if kind == "hf":
@@ -315,6 +327,37 @@ def normalize_model(model, index):
         normalized.update(_s3_settings(model, location), mirror=None, clients=["boto3"])
         return normalized
     return _with_mirror(variable, model, kind, normalized)
+
+
+def _check_headers(variable, headers):
+    """The operator's HTTP headers for an http(s) origin ({name: value}); a refusal names the header, never its
+    value (the values are credentials)."""
+    if not isinstance(headers, dict):
+        _fail(variable, "must be a mapping of HTTP header name to value", "a %s" % type(headers).__name__,
+              "write headers: {Authorization: 'Bearer ...'} with the value from a vault")
+    seen = set()
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.match(name):
+            # Shown up to its first character a token may not hold: 'Authorization: Bearer <token>' written as a
+            # name shows no token.
+            prefix = re.match(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{0,64}", name).group() if isinstance(name, str) else ""
+            _fail(variable, "has a header name that is not an HTTP token", "%s... (cut)" % prefix if isinstance(
+                name, str) else "a %s" % type(name).__name__,
+                "name headers with letters, digits and !#$%&'*+-.^_`|~ only, such as X-Api-Key")
+        if name.lower() in OWN_HEADERS:
+            _fail(variable, "sets %s, which the module sets or the HTTP client owns" % name, name,
+                  "remove it (headers may not set %s)" % ", ".join(OWN_HEADERS))
+        if name.lower() in seen:
+            _fail(variable, "names the header %s twice (HTTP header names ignore case)" % name, name,
+                  "keep one of them")
+        seen.add(name.lower())
+        if not isinstance(value, str) or not _HEADER_VALUE.match(value) or not value.strip():
+            # The value never reaches a message: only what kind of value it is.
+            _fail(variable, "has a value for %s that is not one non-empty line of printable ASCII" % name,
+                  "a %s%s" % (type(value).__name__, " with control characters or non-ASCII characters"
+                              if isinstance(value, str) and value.strip() else ""),
+                  "pass the header's value from a vault, without line breaks")
+    return dict(headers)
 
 
 def _s3_settings(model, location):

@@ -103,6 +103,13 @@ options:
   secret_access_key:
     description: For s3 sources, the secret of O(access_key_id). Never logged.
     type: str
+  headers:
+    description:
+      - For https and http sources (file lists and archives), HTTP headers sent with every request to the source's own
+        origin (scheme, host and port), such as C(Authorization) or C(X-Api-Key); never along a redirect, never to a
+        O(sha256sums) URL on another origin. Not C(Range), C(Host), C(Content-Length), C(Transfer-Encoding) or
+        C(Connection). Never logged, never stored in the state file.
+    type: dict
   sha256:
     description: File name to sha256 for https, file and controller sources; for an archive, its own file name only.
     type: dict
@@ -1088,10 +1095,15 @@ def _tls_context(ca_bundle):
 def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0, end=None, headers=None,
                unredirected=None):
     """One request (safe redirects followed), with headers; those named in unredirected (a token) go to url's host only,
-    never along a redirect. With offset or end (the last byte wanted), a Range request (an origin may answer with the
-    whole file: the caller reads what it needs). A refusal raises ModelStoreError, no answer SourceUnreachable."""
+    never along a redirect, and so do the model's own headers (_own_headers). With offset or end (the last byte
+    wanted), a Range request (an origin may answer with the whole file: the caller reads what it needs). A refusal
+    raises ModelStoreError, no answer SourceUnreachable."""
     ranged = offset or end is not None
-    headers = dict(headers or {}, **({"Range": "bytes=%d-%s" % (offset, "" if end is None else end)} if ranged else {}))
+    own = _own_headers(model, url)
+    headers = dict(own, **(headers or {}))
+    if ranged:
+        headers["Range"] = "bytes=%d-%s" % (offset, "" if end is None else end)
+    unredirected = list(unredirected or []) + list(own) or None
     try:
         return Request().open(method, url, timeout=timeout, follow_redirects="safe", context=_tls_context(ca_bundle),
                               headers=headers or None, unredirected_headers=unredirected)
@@ -1102,6 +1114,26 @@ def _http_open(model, url, method="GET", timeout=60, ca_bundle=None, offset=0, e
         raise kind("vllm_model_models (%s).source: %s cannot be fetched (got %s: %s); check the URL, proxy and CA "
                    "settings" % (model["name"], store_rules.redact_url(url), type(error).__name__,
                                  str(error).replace(url, store_rules.redact_url(url))))
+
+
+def _origin(url):
+    """(scheme, host, port) of a URL, the port its scheme's default when it names none."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # not a port number: no origin that matches another
+        return None
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(
+        parts.scheme.lower())
+
+
+def _own_headers(model, url):
+    """The operator's headers for an http(s) source (vllm_model_models[].headers: credentials), for a request to the
+    source's own origin only (scheme, host and port): a SHA256SUMS URL on another host gets none of them, and
+    _http_open sends them unredirected, so a redirect to anywhere gets none either."""
+    headers = model.get("headers") or {}
+    origin = _origin(url)
+    return dict(headers) if headers and origin is not None and origin == _origin(model["source"]) else {}
 
 
 def _http_read(model, url, limit, ca_bundle, headers=None, unredirected=None):
@@ -1974,6 +2006,7 @@ def main():
             "endpoint_url": {"type": "str"},
             "access_key_id": {"type": "str", "no_log": True},
             "secret_access_key": {"type": "str", "no_log": True},
+            "headers": {"type": "dict", "no_log": True},
             "include": {"type": "list", "elements": "str"},
             "exclude": {"type": "list", "elements": "str"},
             "endpoint": {"type": "str"},

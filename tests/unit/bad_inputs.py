@@ -165,6 +165,18 @@ CASES = [
     # Credentials in a source URL: refused, and never repeated.
     ({"vllm_model_models": [{"name": "tiny", "source": "https://ops:%s@models.example/tiny/" % SECRET,
                              "sha256sums": "SHA256SUMS"}]}, "vllm_model_models[0] (tiny).source"),
+    # HTTP headers (an origin's API key, a bearer token): http(s) sources only, one line of printable ASCII each,
+    # never a header the module sets; a refusal never shows a value.
+    ({"vllm_model_models": [dict(HUB_MODEL, headers={"X-Api-Key": SECRET})]}, "vllm_model_models[0] (tiny).headers"),
+    ({"vllm_model_models": [{"name": "tiny", "source": "https://models.example/tiny/", "sha256sums": "SHA256SUMS",
+                             "headers": {"X-Api-Key": SECRET + "\r\nX-Injected: 1"}}]},
+     "vllm_model_models[0] (tiny).headers"),
+    ({"vllm_model_models": [{"name": "tiny", "source": "https://models.example/tiny/", "sha256sums": "SHA256SUMS",
+                             "headers": {"Authorization: Bearer %s" % SECRET: "x"}}]},
+     "vllm_model_models[0] (tiny).headers"),
+    ({"vllm_model_models": [{"name": "tiny", "source": "https://models.example/tiny.tar.gz",
+                             "sha256sums": "SHA256SUMS", "headers": {"Range": "bytes=0-"}}]},
+     "vllm_model_models[0] (tiny).headers"),
     ({"vllm_model_models": {"name": "tiny"}}, "vllm_model_models"),
     # Keys only some sources take: the hub's file patterns, a file list's SHA256SUMS.
     ({"vllm_model_models": [dict(HUB_MODEL, include="*.safetensors")]}, "vllm_model_models[0] (tiny).include"),
