@@ -39,8 +39,9 @@ S3_ONLY_KEYS = ("region", "endpoint_url", "access_key_id", "secret_access_key")
 MIRRORED_KINDS = ("hf", "http", "archive", "controller")
 SECRET_KEYS = ("token", "secret_access_key", "headers")
 # HTTP headers an http(s) origin takes from the operator (an Authorization or API key header), sent to the source's
-# own origin only and never along a redirect; these the module sets itself (Range, resumes) or the HTTP client owns.
-OWN_HEADERS = ("range", "host", "content-length", "transfer-encoding", "connection")
+# own origin only and never along a redirect; these the module sets itself (Range, resumes) or the HTTP client owns,
+# and Accept-Encoding: a compressed answer is not the file's bytes, which are hashed and resumed as they arrive.
+OWN_HEADERS = ("range", "host", "content-length", "transfer-encoding", "connection", "accept-encoding")
 # A header name is an HTTP token (RFC 9110, 5.1 and 5.6.2: tchar); a value is printable ASCII, spaces and tabs.
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]{1,8192}$")

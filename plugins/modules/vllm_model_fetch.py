@@ -107,8 +107,8 @@ options:
     description:
       - For https and http sources (file lists and archives), HTTP headers sent with every request to the source's own
         origin (scheme, host and port), such as C(Authorization) or C(X-Api-Key); never along a redirect, never to a
-        O(sha256sums) URL on another origin. Not C(Range), C(Host), C(Content-Length), C(Transfer-Encoding) or
-        C(Connection). Never logged, never stored in the state file.
+        O(sha256sums) URL on another origin. Not C(Range), C(Host), C(Content-Length), C(Transfer-Encoding),
+        C(Connection) or C(Accept-Encoding). Never logged, never stored in the state file.
     type: dict
   sha256:
     description: File name to sha256 for https, file and controller sources; for an archive, its own file name only.

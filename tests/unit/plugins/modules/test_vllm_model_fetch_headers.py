@@ -182,6 +182,7 @@ def test_only_the_sources_own_origin_gets_them(url, sent):
     ({"Host": "evil.example"}, "sets Host"),
     ({"Content-Length": "0"}, "sets Content-Length"),
     ({"Transfer-Encoding": "chunked"}, "sets Transfer-Encoding"),
+    ({"accept-encoding": "gzip"}, "sets accept-encoding"),
     ({"Connection": "close"}, "sets Connection"),
     ({"X-Api-Key": KEY, "x-api-key": KEY}, "twice"),
 ])
