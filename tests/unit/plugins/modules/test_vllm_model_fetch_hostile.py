@@ -189,3 +189,22 @@ def test_a_hub_file_without_a_checksum_is_refused(capsys, tmp_path, hub):
                                             exclude=["tokenizer_config.json"]))
     assert placed.get("failed") is not True, placed
     assert sorted(os.listdir(tmp_path / "store" / "tiny" / "current")) == ["config.json", "model.safetensors"]
+
+
+def test_a_model_directory_that_is_a_link_out_of_the_store_is_refused_and_left_alone(capsys, tmp_path):
+    """<store>/<name> a symlink to a directory elsewhere (a mistake, or a planted link): nothing is written, removed or
+    linked there; the run is refused naming the link."""
+    model = write_tiny_model(str(tmp_path / "model"), seed=61)
+    sums = dict((name, hashlib.sha256(open(os.path.join(model, name), "rb").read()).hexdigest())
+                for name in os.listdir(model))
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("the operator's")
+    store = tmp_path / "store"
+    store.mkdir()
+    os.symlink(str(outside), str(store / "tiny"))
+    refused = run_module(capsys, store=str(store), name="tiny", source="file://" + model, sha256=sums,
+                         min_free_disk_gib=0)
+    assert refused.get("failed") is True, refused
+    assert "%s resolves to %s, outside %s" % (store / "tiny", outside, store) in refused["msg"], refused["msg"]
+    assert sorted(os.listdir(outside)) == ["keep.txt"] and (outside / "keep.txt").read_text() == "the operator's"
