@@ -337,8 +337,10 @@ class Mirror:
         interrupted transfer goes on from them); announced: its (size, ETag) from head; count (TransferCap.counter)
         sees every block and stops a transfer that sends more than announced or allowed."""
         url, key = self.url(revision, name), self.key(revision, name)
-        RangedFile("vllm_model_models (%s).mirror" % self.model["name"], url, target, record, announced[0], announced[1], lambda first, last: self._call(
-            url, self.client.get_object, Key=key, Range="bytes=%d-%d" % (first, last)), count).fetch()
+        RangedFile("vllm_model_models (%s).mirror" % self.model["name"], url, target, record, announced[0], announced[1],
+                   lambda first, last: self._call(url, self.client.get_object, Key=key,
+                                                  Range="bytes=%d-%d" % (first, last)),
+                   count).fetch()
 
     def publish(self, root, revision, files, ref):
         """Upload every file of a verified revision (root/<file>), then its SHA256SUMS, then the ref it

@@ -43,7 +43,8 @@ SECRET_KEYS = ("token", "secret_access_key", "headers")
 # and Accept-Encoding: a compressed answer is not the file's bytes, which are hashed and resumed as they arrive.
 OWN_HEADERS = ("range", "host", "content-length", "transfer-encoding", "connection", "accept-encoding")
 # A header name is an HTTP token (RFC 9110, 5.1 and 5.6.2: tchar); a value is printable ASCII, spaces and tabs.
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+_TCHAR = r"[!#$%&'*+.^_`|~0-9A-Za-z-]"
+_HEADER_NAME = re.compile(r"^%s{1,128}$" % _TCHAR)
 _HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]{1,8192}$")
 # File name patterns of weights: what the tuning has to fit in memory (the rest is config and tokenizer).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt")
@@ -341,7 +342,7 @@ def _check_headers(variable, headers):
         if not isinstance(name, str) or not _HEADER_NAME.match(name):
             # Shown up to its first character a token may not hold: 'Authorization: Bearer <token>' written as a
             # name shows no token.
-            prefix = re.match(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{0,64}", name).group() if isinstance(name, str) else ""
+            prefix = re.match(r"^%s{0,64}" % _TCHAR, name).group() if isinstance(name, str) else ""
             _fail(variable, "has a header name that is not an HTTP token", "%s... (cut)" % prefix if isinstance(
                 name, str) else "a %s" % type(name).__name__,
                 "name headers with letters, digits and !#$%&'*+-.^_`|~ only, such as X-Api-Key")
