@@ -161,6 +161,8 @@ class ActionModule(ActionBase):
             host_facts = answer["ansible_facts"]["arm_inference_host"]
             host["build_root_free_bytes"] = answer.get("free_bytes", {}).get(disk[0]) if disk else None
         host["facts"] = host_facts
+        if "vllm_model" in roles:  # vllm_model_mirror_writer names one of them
+            host["inventory_hosts"] = list(task_vars.get("groups", {}).get("all", []))
         if "vllm_serve" in roles and host_facts is not None:
             host.update(self._models(roles, variables, host, task_vars))
             host.update(self._serve_api_key(variables, task_vars))

@@ -31,15 +31,19 @@ def vllm_model_check(variables):
     return checked
 
 
-def vllm_model_seeder(statuses):
+def vllm_model_seeder(statuses, writer=""):
     """The host that seeds a model's mirror, from {host: its status result} in play order: none ("") when every
-    host holds the revision its source leads to; else the first host that holds one, so the rest of the fleet
-    gets that revision and nobody goes to the origin; else the first host, which fetches from the origin."""
+    host holds the revision its source leads to; else the writer (vllm_model_mirror_writer, the only host that may
+    write the mirror) when it is among them, whether it holds the revision (it uploads it from its store) or not
+    (it takes it from the mirror or the origin); else, the writer not in this batch, a host that only reads the
+    mirror: the first that holds a revision, else the first host."""
     if not isinstance(statuses, dict):
         raise AnsibleFilterError("vllm_model_seeder expects {host: status result}, got %s" % type(statuses).__name__)
     needed = [host for host, status in statuses.items() if not isinstance(status, dict) or status.get("needed", True)]
     if not needed:
         return ""
+    if writer in statuses:
+        return writer
     holders = [host for host in statuses if host not in needed]
     return (holders or needed)[0]
 

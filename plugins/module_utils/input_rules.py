@@ -800,7 +800,7 @@ def vllm_model_settings(variables, host):
     from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store
 
     try:
-        vllm_model_store.check_vllm_model_variables(variables)
+        vllm_model_store.check_vllm_model_variables(dict(variables, inventory_hosts=host.get("inventory_hosts")))
     except vllm_model_store.ModelInputError as error:
         variable, dummy, rest = " ".join(str(error).split()).partition(": ")
         return [InputError(variable, rest, show_got=False)]

@@ -481,6 +481,12 @@ def normalized_models(variables):
     if bundle and not _is_pem_bundle(os.path.expanduser(bundle)):
         _fail("vllm_model_ca_bundle", "is not a PEM bundle of certificates (the clients read no other form)", bundle,
               "convert it (openssl x509 -inform der -in <file> -out <file>.pem) and name the PEM file")
+    writer = variables.get("vllm_model_mirror_writer") or ""
+    hosts = variables.get("inventory_hosts")
+    if not isinstance(writer, str) or (writer and hosts is not None and writer not in hosts):
+        _fail("vllm_model_mirror_writer", "is not a host of the inventory", writer,
+              "name the inventory host that may write the fleet mirrors (it seeds them), or leave it empty for the "
+              "play's first host")
     result, seen = [], {}
     for index, model in enumerate(models):
         entry = normalize_model(model, index)

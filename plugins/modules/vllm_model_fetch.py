@@ -162,6 +162,13 @@ options:
   mirror_manifest:
     description: With O(mirror_revision), each file's sha256 as the seeder verified it (V(seed)'s RV(manifest)).
     type: dict
+  mirror_writer:
+    description:
+      - With V(seed), the inventory host that writes O(mirror) when it is not this one (C(vllm_model_mirror_writer)).
+        This host then only reads the mirror - it never uploads, and never rewrites the mirror's C(refs.json) - and
+        refuses, before anything changes, a revision the mirror does not hold yet. Empty, this host may write it.
+    type: str
+    default: ""
   summary:
     description:
       - For controller sources with V(plan), what action V(manifest) read of the directory on the controller
@@ -1483,16 +1490,21 @@ def model_status(store, module):
 
 def seed_mirror(store, module):
     """On the seeding host: make the mirror hold the revision this host's source leads to, fetching from the
-    origin only when neither this host nor the mirror has it."""
+    origin only when neither this host nor the mirror has it. A seeder that is not the fleet's writer
+    (mirror_writer names another host) only reads the mirror: it refuses, before anything changes, a revision
+    the mirror does not hold yet."""
     model, manifest = store.model, module.params["manifest"]
     mirror = s3.Mirror(model, module.params["ca_bundle"])
     ref = _source_ref(model, manifest)
     revision = _known_revision(store, model, manifest)
     record = store.placed(revision) if revision else None
     result = {"changed": False, "seeded_from": "store"}
+    writer = module.params["mirror_writer"]
     if record is None:
         revision = revision or mirror.refs().get(ref)
         sums = mirror.sums(revision) if revision else None
+        if sums is None and writer:
+            raise _not_the_writer(mirror, model, ref, revision, writer)
         pins = _source_pins(store, module, revision, sums) if sums is not None else None
         if pins is not None:  # published by an earlier batch or run: taken from the mirror, checked against the pins
             return _seed_from_mirror(store, module, mirror, revision, sums, pins, ref, result)
@@ -1505,14 +1517,26 @@ def seed_mirror(store, module):
     sums = mirror.sums(revision)
     if sums is not None:
         mirror.check(revision, sums, record["files"])
-        if not module.check_mode:
+        if not module.check_mode and not writer:
             mirror.remember(ref, revision)
         return dict(result, revision=revision, manifest=sums)
+    if writer:
+        raise _not_the_writer(mirror, model, ref, revision, writer)
     result["changed"] = True
     if not module.check_mode:
         result["uploaded_bytes"] = mirror.publish(os.path.join(store.dir, revision), revision, record["files"], ref)
     published = dict((name, entry["sha256"]) for name, entry in record["files"].items())
     return dict(result, revision=revision, manifest=published)
+
+
+def _not_the_writer(mirror, model, ref, revision, writer):
+    """The refusal of a seeder that may only read, for a revision the mirror does not hold yet."""
+    missing = mirror.url(revision) + "/" if revision else "a revision for %s in %s" % (
+        store_rules.shown(ref), mirror.url())
+    return ModelStoreError(
+        "vllm_model_models (%s).mirror: %s is not in the mirror yet, and only vllm_model_mirror_writer (%s) writes it, "
+        "which is not in this batch of the play; run the play with %s in it first, or set vllm_model_mirror_writer to "
+        "a host of this play that may write the mirror" % (model["name"], missing, writer, writer))
 
 
 def _source_pins(store, module, revision, sums):
@@ -2026,6 +2050,7 @@ def main():
             "mirror": {"type": "str"},
             "mirror_revision": {"type": "str"},
             "mirror_manifest": {"type": "dict"},
+            "mirror_writer": {"type": "str", "default": ""},
         }),
         required_if=[("action", "place", ["source"]), ("action", "plan", ["source"]),
                      ("action", "manifest", ["source"]), ("action", "activate", ["revision"]),

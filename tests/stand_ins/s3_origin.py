@@ -98,13 +98,19 @@ class S3Origin:
 
     def reader(self, bucket, prefix):
         """An IAM user allowed to read s3://bucket/prefix/* only; returns its keys."""
+        return self.user("model-reader", bucket, prefix, ["s3:GetObject"], list_bucket=False)
+
+    def user(self, name, bucket, prefix, actions, list_bucket=True):
+        """An IAM user allowed actions on s3://bucket/prefix/* (and s3:ListBucket on the bucket, as a fleet mirror's
+        readers need: without it S3 answers 403 for a missing object); returns its keys."""
         iam = self.client("iam")
-        iam.create_user(UserName="model-reader")
-        iam.put_user_policy(UserName="model-reader", PolicyName="read-models", PolicyDocument=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"],
-                           "Resource": ["arn:aws:s3:::%s/%s/*" % (bucket, prefix)]}]}))
-        key = iam.create_access_key(UserName="model-reader")["AccessKey"]
+        iam.create_user(UserName=name)
+        statements = [{"Effect": "Allow", "Action": actions, "Resource": ["arn:aws:s3:::%s/%s/*" % (bucket, prefix)]}]
+        if list_bucket:
+            statements.append({"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": ["arn:aws:s3:::%s" % bucket]})
+        iam.put_user_policy(UserName=name, PolicyName="models", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": statements}))
+        key = iam.create_access_key(UserName=name)["AccessKey"]
         return {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
 
     def enforce_iam(self):

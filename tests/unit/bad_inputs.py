@@ -186,6 +186,8 @@ CASES = [
     ({"vllm_model_download_workers": 0}, "vllm_model_download_workers"),
     ({"vllm_model_download_workers": 10000}, "vllm_model_download_workers"),
     ({"vllm_model_group": "model readers"}, "vllm_model_group"),
+    # A typo: no host would ever seed a mirror (only the writer writes it).
+    ({"vllm_model_mirror_writer": "serve-01"}, "vllm_model_mirror_writer"),
     ({"vllm_model_tools_venv": "opt/model-tools"}, "vllm_model_tools_venv"),
     ({"vllm_model_tools_venv": "/usr"}, "vllm_model_tools_venv"),
     ({"vllm_model_huggingface_hub_version": "latest"}, "vllm_model_huggingface_hub_version"),

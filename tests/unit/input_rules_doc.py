@@ -118,6 +118,8 @@ def debian12_altra():
             "facts": host_facts.build_host_facts(samples.load_sample("altra-q80-1p")),
             # The valid inventory's model, which vllm_model places later in the run.
             "pending_models": ["tiny"],
+            # The inventory as the preflight reads it (groups.all): vllm_model_mirror_writer must name one of them.
+            "inventory_hosts": ["serve-1", "serve-2"],
             "package_sources": debian12_package_sources(),
             "ports": bad_inputs_ports()}
 

@@ -2,7 +2,9 @@
 enforced. The controller publishes a controller:// directory once (action seed); hosts report whether they hold
 it (status) and place it from the mirror (place with mirror_revision), verified against the seeder's checksums;
 a re-run asks nothing; a tampered mirror object, a mirror that disagrees with what the seeder verified and a
-seeder without write access each fail on one line naming the mirror, with the previous revision kept."""
+seeder without write access each fail on one line naming the mirror, with the previous revision kept. Only the writer
+(vllm_model_mirror_writer) writes: a seeder that is not it takes what the mirror holds with read-only keys, and refuses
+what the mirror does not hold yet without asking the origin."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from ansible_collections.arm_inference.vllm.plugins.filter.vllm_model import vll
 
 from stand_ins.s3_origin import REGION, S3Origin
 from stand_ins.tiny_model import write_tiny_model
+from http_origin import http_origin  # noqa: E402
 from model_fetch import run_module  # noqa: E402
 
 BUCKET = "fleet-cache"
@@ -26,16 +29,8 @@ BUCKET = "fleet-cache"
 def mirror(tmp_path_factory):
     server = S3Origin().start()
     server.client().create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
-    iam = server.client("iam")
-    keys = {}
-    for user, actions in (("seeder", ["s3:GetObject", "s3:PutObject"]), ("reader", ["s3:GetObject"])):
-        iam.create_user(UserName=user)
-        statements = [{"Effect": "Allow", "Action": actions, "Resource": ["arn:aws:s3:::%s/models/*" % BUCKET]},
-                      {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": ["arn:aws:s3:::%s" % BUCKET]}]
-        iam.put_user_policy(UserName=user, PolicyName="mirror", PolicyDocument=json.dumps(
-            {"Version": "2012-10-17", "Statement": statements}))
-        key = iam.create_access_key(UserName=user)["AccessKey"]
-        keys[user] = {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
+    keys = dict((user, server.user(user, BUCKET, "models", actions)) for user, actions in (
+        ("seeder", ["s3:GetObject", "s3:PutObject"]), ("reader", ["s3:GetObject"])))
     server.enforce_iam()
     yield server, keys
     server.stop()
@@ -135,12 +130,68 @@ def test_a_seeder_without_write_access_is_told_which_permission(capsys, tmp_path
     assert keys["reader"]["secret_access_key"] not in json.dumps(denied)
 
 
-@pytest.mark.parametrize("statuses, seeder", [
-    ({"a": {"needed": False}, "b": {"needed": False}}, ""),
-    ({"a": {"needed": True}, "b": {"needed": False}, "c": {"needed": True}}, "b"),
-    ({"a": {"needed": True}, "b": {"needed": True}}, "a"),
+@pytest.mark.parametrize("statuses, writer, seeder", [
+    ({"a": {"needed": False}, "b": {"needed": False}}, "b", ""),
+    # The writer seeds whenever it is in the batch: from its store when it holds the revision, else from the mirror
+    # or the origin, even when another host holds one (that host could not write it).
+    ({"a": {"needed": True}, "b": {"needed": False}, "c": {"needed": True}}, "c", "c"),
+    ({"a": {"needed": True}, "b": {"needed": False}, "c": {"needed": False}}, "c", "c"),
+    # Without it in the batch, a host that only reads: one that holds a revision, else the first.
+    ({"a": {"needed": True}, "b": {"needed": False}, "c": {"needed": True}}, "z", "b"),
+    ({"a": {"needed": True}, "b": {"needed": True}}, "z", "a"),
+    ({"a": {"needed": True}, "b": {"needed": True}}, "", "a"),
     # A host whose status did not run (skipped, failed) counts as one that needs the model.
-    ({"a": {"skipped": True}, "b": {"needed": False}}, "b"),
+    ({"a": {"skipped": True}, "b": {"needed": False}}, "z", "b"),
 ])
-def test_the_seeder_is_a_host_that_holds_the_revision_else_the_first(statuses, seeder):
-    assert vllm_model_seeder(statuses) == seeder
+def test_the_seeder_is_the_writer_else_a_host_that_holds_the_revision_else_the_first(statuses, writer, seeder):
+    assert vllm_model_seeder(statuses, writer) == seeder
+
+
+def listed(server, keys, prefix):
+    client = server.client(aws_access_key_id=keys["access_key_id"], aws_secret_access_key=keys["secret_access_key"])
+    return sorted(item["Key"] for item in client.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", []))
+
+
+def test_only_the_writer_writes_the_mirror(capsys, tmp_path, mirror):
+    """vllm_model_mirror_writer (here host-1) alone uploads. A seeder that is not the writer, with keys that could
+    write, refuses a revision the mirror does not hold before it asks the origin or changes anything; with read-only
+    keys it takes a revision the mirror holds, verified against the source's pins, and leaves refs.json alone; a
+    holder that is not the writer does not upload what it holds. On the old code the first refusal placed from the
+    origin and uploaded, and the read-only seeder failed writing refs.json."""
+    server, keys = mirror
+    model = write_tiny_model(str(tmp_path / "model"), seed=57)
+    pins = dict((name, hashlib.sha256(Path(model, name).read_bytes()).hexdigest()) for name in os.listdir(model))
+    with http_origin(model) as origin:
+        def seed(store, user, **extra):
+            return run_module(capsys, **dict({
+                "action": "seed", "name": "written", "source": origin.url + "/", "sha256": pins, "revision": "v1",
+                "mirror": "s3://%s/models" % BUCKET, "region": REGION, "endpoint_url": server.endpoint,
+                "store": str(tmp_path / store), "min_free_disk_gib": 0}, **dict(keys[user], **extra)))
+
+        refused = seed("store-2", "seeder", mirror_writer="host-1")
+        assert refused.get("failed") and refused["msg"] == (
+            "vllm_model_models (written).mirror: s3://%s/models/written/v1/ is not in the mirror yet, and only "
+            "vllm_model_mirror_writer (host-1) writes it, which is not in this batch of the play; run the play with "
+            "host-1 in it first, or set vllm_model_mirror_writer to a host of this play that may write the mirror"
+            % BUCKET), refused
+        assert origin.requests == [] and listed(server, keys["seeder"], "models/written/") == []
+        assert not (tmp_path / "store-2" / "written").exists()
+
+        written = seed("store-1", "seeder")
+        assert written.get("failed") is not True and written["seeded_from"] == "origin" and written["uploaded_bytes"]
+        # The fleet's refs.json, as a seeder of another source left it: a reader may not add this source's ref.
+        seeder = server.client(aws_access_key_id=keys["seeder"]["access_key_id"],
+                               aws_secret_access_key=keys["seeder"]["secret_access_key"])
+        seeder.put_object(Bucket=BUCKET, Key="models/written/refs.json", Body=b"{}")
+        requests = len(origin.requests)
+        taken = seed("store-3", "reader", mirror_writer="host-1")
+        assert taken.get("failed") is not True, taken
+        assert taken["seeded_from"] == "mirror" and taken["manifest"] == pins
+        assert len(origin.requests) == requests  # the operator's sha256 are the pins: the origin is not asked
+        assert seeder.get_object(Bucket=BUCKET, Key="models/written/refs.json")["Body"].read() == b"{}"
+
+        # A host that holds v1, not the writer, and a mirror that does not hold it: nothing is uploaded.
+        held = seed("store-1", "seeder", mirror_writer="host-1", mirror="s3://%s/models/other" % BUCKET)
+        assert held.get("failed") and "s3://%s/models/other/written/v1/ is not in the mirror yet" % BUCKET \
+            in held["msg"], held
+        assert listed(server, keys["seeder"], "models/other/") == []
