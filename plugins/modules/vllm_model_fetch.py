@@ -509,8 +509,11 @@ class Store:
         except FitRefused:
             raise
         except (vllm_model_info.ModelInfoError, ModelStoreError) as error:
-            raise ModelStoreError("vllm_model_models (%s).source: %s; nothing but its small files was fetched, the "
-                                  "previous revision (%s) stays current" % (self.name, error, self.current or "none"))
+            # A reader's own refusal names its variable already (.source, or .mirror for a mirror's copy).
+            named = str(error).startswith("vllm_model_models (%s)." % self.name)
+            raise ModelStoreError("%s%s; nothing but its small files was fetched, the previous revision (%s) stays "
+                                  "current" % ("" if named else "vllm_model_models (%s).source: " % self.name, error,
+                                               self.current or "none"))
 
     def check_staged(self, revision, root, consequence):
         """vllm_serve's rules (check_fit with summary) on the revision as it lies verified in root (staging, a host

@@ -14,6 +14,8 @@ It serves a directory as a plain origin does (GET and HEAD with Content-Length),
            (a proxy that answers a range with the whole file, honestly labelled).
   cut-shifted  as cut, but later ranged GETs answer 206 from another offset than asked (half of it), with that offset
            in Content-Range (a broken cache or proxy: appending those bytes would corrupt the file).
+  gone     HEAD answers as for the file; GET answers 404 (a file removed between the listing and the read, as during
+           an origin's deploy).
 A plain origin's GET honours `Range: bytes=<first>-` with 206 and Content-Range, as real servers do; every Range
 header received is kept in `ranges` ([(file, header)]).
 served() tells how many body bytes it has sent for a file, so a test can show the client stopped early.
@@ -47,7 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, body):
         name = unquote(urlsplit(self.path).path).lstrip("/")
         path = os.path.join(self.server.directory, name)
-        if ".." in name.split("/") or not os.path.isfile(path):
+        if ".." in name.split("/") or not os.path.isfile(path) or (body and self.server.hostile.get(name) == "gone"):
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()

@@ -21,6 +21,7 @@ import pytest
 import model_samples
 import published_samples
 from http_origin import http_origin
+from stand_ins.hostile_http import hostile_origin
 from model_fetch import run_module
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 
@@ -187,6 +188,21 @@ def test_a_hostile_config_is_refused_in_one_line_before_the_weights(capsys, tmp_
                                    "current"), refused["msg"]
     assert weight_requests(server) == []
     assert not os.path.lexists(store / "tiny" / "r1")
+
+
+@pytest.mark.parametrize("mode", ["cut", "lying", "gone"])
+def test_a_small_file_whose_answer_breaks_is_refused_naming_the_source_once(capsys, tmp_path, mode):
+    """The origin announces config.json and then breaks its answer (hangs up halfway, sends more than it announced,
+    answers 404): one line naming the variable once (twice, on the old code, for a 404), nothing placed."""
+    pins = _tiny(tmp_path / "web" / "broken")
+    with hostile_origin(tmp_path / "web", {"broken/config.json": mode}) as server:
+        refused = run_module(capsys, store=str(tmp_path / "store"), name="tiny", source=server.url + "/broken/",
+                             revision="r1", sha256=pins, min_free_disk_gib=0, fit=fit(facts("graviton4-c8g-16xlarge")))
+    assert refused.get("failed") is True, refused
+    assert refused["msg"].startswith("vllm_model_models (tiny).source: "), refused["msg"]
+    assert refused["msg"].count("vllm_model_models (tiny)") == 1, refused["msg"]
+    assert "\n" not in refused["msg"] and "config.json" in refused["msg"], refused["msg"]
+    assert not os.path.lexists(tmp_path / "store" / "tiny" / "current")
 
 
 def test_a_config_that_differs_from_its_pin_is_refused_before_it_is_parsed(capsys, tmp_path, origin):
