@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store as store_rules
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_store import ModelStoreError
@@ -29,6 +30,11 @@ _MISSING = ("NoSuchKey", "404", "NotFound")
 # recorded.
 PART_BYTES = 64 << 20
 PARTS_AT_ONCE = 4
+# A part whose body breaks (the connection dropped, the answer ended early) is asked for again within the run, up to
+# PART_ATTEMPTS times in all, PART_RETRY_SECONDS * attempt apart: one dropped connection in a 100 GB model costs a
+# part, not the run. A GET botocore gave up on (its own retries) or a refusal is not asked again.
+PART_ATTEMPTS = 3
+PART_RETRY_SECONDS = 1.0
 _BLOCK = 1 << 20
 _MAX_RECORD = 1 << 20
 
@@ -142,7 +148,8 @@ class RangedFile:
 
     get(first, last) makes the GET of bytes first-last (the caller's call: its client, bucket, key and error
     mapping); count is the TransferCap counter of the file. An answer of another length, place, or ETag is refused
-    (TransferRefused: nothing of it is written); a GET or a body that fails is an interruption (TransferInterrupted:
+    (TransferRefused: nothing of it is written); a body that breaks off is asked for again (PART_ATTEMPTS); a GET or a
+    body that fails for good is an interruption (TransferInterrupted:
     what was written and recorded stays for the next run)."""
 
     def __init__(self, variable, name, path, record, size, etag, get, count):
@@ -209,6 +216,17 @@ class RangedFile:
             os.close(descriptor)
 
     def _part(self, descriptor, index):
+        for attempt in range(1, PART_ATTEMPTS + 1):
+            try:
+                return self._part_once(descriptor, index)
+            except _BodyBroke as error:
+                if attempt == PART_ATTEMPTS:
+                    raise
+                self.count(-error.counted)  # the part is written again from its start: its bytes count once
+                time.sleep(PART_RETRY_SECONDS * attempt)
+        return None
+
+    def _part_once(self, descriptor, index):
         first, length = index * self.part_bytes, self._length(index)
         last = first + length - 1
         if not length:  # an empty object: nothing to ask for
@@ -236,11 +254,12 @@ class RangedFile:
                 try:
                     block = body.read(min(_BLOCK, last + 1 - offset))
                 except Exception as error:  # urllib3's and botocore's read errors: the connection broke
-                    raise store_rules.TransferInterrupted("%s: %s stopped at byte %d (got %s: %s)" % (
-                        self.variable, self.name, offset, type(error).__name__, " ".join(str(error).split())[:200]))
+                    raise _BodyBroke("%s: %s stopped at byte %d (got %s: %s)" % (
+                        self.variable, self.name, offset, type(error).__name__, " ".join(str(error).split())[:200]),
+                        offset - first)
                 if not block:
-                    raise store_rules.TransferInterrupted("%s: %s stopped at byte %d of its part bytes=%d-%d" % (
-                        self.variable, self.name, offset, first, last))
+                    raise _BodyBroke("%s: %s stopped at byte %d of its part bytes=%d-%d" % (
+                        self.variable, self.name, offset, first, last), offset - first)
                 self.count(len(block))
                 view = memoryview(block)
                 while view:
@@ -250,6 +269,15 @@ class RangedFile:
             body.close()
         with self._lock:
             self._write_record("%d\n" % index)
+
+
+class _BodyBroke(store_rules.TransferInterrupted):
+    """A part's body that broke off after `counted` of its bytes were counted and written: asked for again
+    (RangedFile._part), then an interruption like any other."""
+
+    def __init__(self, message, counted):
+        super().__init__(message)
+        self.counted = counted
 
 
 class Mirror:

@@ -5,6 +5,7 @@ too, so a SigV4 signature still holds), every GET is recorded with its Range hea
 range changes only that answer:
 
 - "cut": the headers and half the body of the part, then the connection is closed (a network that drops);
+- "cut-once": as "cut" the first time the range is asked for, then a plain answer (a network that drops once);
 - "short": half the part, announced as such (Content-Length and Content-Range of half the range asked for);
 - "elsewhere": the bytes asked for, but their Content-Range names the range one byte further on.
 
@@ -25,7 +26,7 @@ _HOP = ("connection", "keep-alive", "transfer-encoding", "proxy-connection", "te
 class S3Proxy:
     def __init__(self, upstream):
         self.upstream = urlsplit(upstream)
-        self.faults = {}  # (path, "bytes=a-b"): "cut" | "short" | "elsewhere"
+        self.faults = {}  # (path, "bytes=a-b"): "cut" | "cut-once" | "short" | "elsewhere"
         self.gets = []  # (path, Range header or None), in the order they came
         self._lock = threading.Lock()
         proxy = self
@@ -46,6 +47,9 @@ class S3Proxy:
                     if self.command == "GET":
                         proxy.gets.append((path, asked))
                         fault = proxy.faults.get((path, asked))
+                        if fault == "cut-once":
+                            proxy.faults.pop((path, asked))
+                            fault = "cut"
                 upstream = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=60)
                 try:
                     upstream.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
