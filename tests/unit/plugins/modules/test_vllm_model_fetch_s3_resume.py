@@ -105,8 +105,8 @@ def test_an_s3_file_interrupted_part_way_goes_on_from_its_parts(capsys, tmp_path
     assert not [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
 
 
-def test_a_part_whose_connection_drops_once_is_asked_for_again_in_the_same_run(capsys, tmp_path, origin, proxy,
-                                                                            monkeypatch):
+def test_a_part_whose_connection_drops_once_is_asked_for_again_in_the_same_run(
+        capsys, tmp_path, origin, proxy, monkeypatch):
     """The connection drops once in the middle of parts two and three: the run asks for each again and places the
     model; each part counts once against the size S3 announced. On the old code the run failed, leaving staging."""
     root, sums = upload(origin, tmp_path, "models", "org/tiny", seed=96)
@@ -122,8 +122,8 @@ def test_a_part_whose_connection_drops_once_is_asked_for_again_in_the_same_run(c
     assert not [name for name in os.listdir(store / "tiny") if name.startswith(".staging-")]
 
 
-def test_a_part_that_keeps_breaking_is_asked_for_three_times_then_kept_for_the_next_run(capsys, tmp_path, origin,
-                                                                                      proxy, monkeypatch):
+def test_a_part_that_keeps_breaking_is_asked_for_three_times_then_kept_for_the_next_run(
+        capsys, tmp_path, origin, proxy, monkeypatch):
     root, sums = upload(origin, tmp_path, "models", "org/tiny", seed=97)
     parts = parts_of(os.path.getsize(os.path.join(root, SHARD)), monkeypatch)
     path, store = "/models/org/tiny/" + SHARD, tmp_path / "store"
