@@ -33,13 +33,14 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes model-throughput tools-lock ee molecule fleet-scale build test clean
+.PHONY: help setup images assets site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes model-throughput tools-lock ee molecule fleet-scale build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
 	@echo "make test         lint, sanity, unit, integration and molecule tests (what CI runs)"
 	@echo "make setup        host packages, binfmt, podman settings, .venv, collection link"
 	@echo "make images       build/refresh the test images (IMAGES=..., default: what the tests use)"
+	@echo "make assets       the images, the prepared image, the wheelhouse and the tiny model the container tests use"
 	@echo "make lint|sanity|unit|integration|molecule|build   one stage"
 	@echo "make golden       rewrite the tuning golden renderings, docs/tuning.md's table and docs/input-rules.md"
 	@echo "make docs         regenerate docs/variables.md from the roles' argument specs"
@@ -190,13 +191,31 @@ molecule: setup
 	$(HARNESS) scenarios $(MOLECULE_SCENARIOS)
 	for report in .cache/reports/*.json; do [ -e "$$report" ] && echo "[report] $$report: $$(cat $$report)"; done; true
 
-# Stages in order, each timed, stopping at the first failure.
+# What the container stages need, once: the images, binfmt, the prepared image (integration, rolling_update),
+# the wheelhouse and the tiny model (engine). Mostly downloads and dpkg work.
+assets: setup
+	$(HARNESS) images $(IMAGES)
+	$(HARNESS) binfmt
+	$(HARNESS) prepared-image $(ARCH)
+	$(if $(filter engine,$(MOLECULE_SCENARIOS)),$(HARNESS) wheelhouse && $(HARNESS) tiny-model)
+
+# Stages in order, each timed, stopping at the first failure. The assets are built in the background while lint,
+# sanity and unit run, which need none of them (measured at stop 39: assets 273 s, those three 283 s, one after
+# the other); integration waits for them, and their log is printed then. A failed stage stops the build too.
+ASSETS_LOG := .cache/logs/assets.log
 test:
-	for stage in setup images lint sanity unit integration molecule; do \
-		start=$$(date +%s); \
-		$(MAKE) --no-print-directory $$stage; \
-		echo "[timing] $$stage: $$(( $$(date +%s) - start )) s"; \
-	done
+	set -m; \
+	timed() { start=$$(date +%s); $(MAKE) --no-print-directory "$$1"; echo "[timing] $$1: $$(( $$(date +%s) - start )) s"; }; \
+	timed setup; \
+	mkdir -p $(dir $(ASSETS_LOG)); \
+	( timed assets ) > $(ASSETS_LOG) 2>&1 & assets=$$!; \
+	trap 'kill -- -$$assets 2>/dev/null || true' EXIT; \
+	for stage in lint sanity unit; do timed $$stage; done; \
+	status=0; wait $$assets || status=$$?; \
+	trap - EXIT; \
+	cat $(ASSETS_LOG); \
+	if [ $$status -ne 0 ]; then echo "[ci] building the images and test assets failed (exit $$status, log above)" >&2; exit $$status; fi; \
+	for stage in integration molecule; do timed $$stage; done
 
 clean:
 	-podman rm -f arm-inference-local
