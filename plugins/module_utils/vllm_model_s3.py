@@ -267,6 +267,7 @@ class RangedFile:
                     view, offset = view[written:], offset + written
         finally:
             body.close()
+        store_rules.start_writeback(descriptor, first, length)  # on its way to disk before the file's fsync
         with self._lock:
             self._write_record("%d\n" % index)
 

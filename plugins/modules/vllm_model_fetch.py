@@ -1249,6 +1249,7 @@ def _http_stream(model, url, path, ca_bundle, cap, limit=0):
     buffer = memoryview(bytearray(STREAM_BLOCK))
     try:
         with open(path, "ab" if offset else "wb") as handle:
+            written = handle.tell()  # on disk up to here, or asked to be (store_rules.start_writeback)
             while True:
                 try:
                     length = response.readinto(buffer)
@@ -1260,6 +1261,10 @@ def _http_stream(model, url, path, ca_bundle, cap, limit=0):
                 count(length)
                 digest.update(buffer[:length])
                 handle.write(buffer[:length])
+                if handle.tell() - written >= store_rules.WRITEBACK_BYTES:
+                    handle.flush()
+                    store_rules.start_writeback(handle.fileno(), written, handle.tell() - written)
+                    written = handle.tell()
             if limit and handle.tell() < limit:
                 raise TransferInterrupted("%s stopped after %d of its %d bytes" % (
                     store_rules.redact_url(url), handle.tell(), limit))
