@@ -31,14 +31,18 @@ def vllm_model_check(variables):
     return checked
 
 
-def vllm_model_seeder(statuses, writer=""):
+def vllm_model_seeder(statuses, writer="", name=None):
     """The host that seeds a model's mirror, from {host: its status result} in play order: none ("") when every
     host holds the revision its source leads to; else the writer (vllm_model_mirror_writer, the only host that may
     write the mirror) when it is among them, whether it holds the revision (it uploads it from its store) or not
     (it takes it from the mirror or the origin); else, the writer not in this batch, a host that only reads the
-    mirror: the first that holds a revision, else the first host."""
+    mirror: the first that holds a revision, else the first host. With name, a host whose last status is another
+    model's (it does not declare this one) is left out."""
     if not isinstance(statuses, dict):
         raise AnsibleFilterError("vllm_model_seeder expects {host: status result}, got %s" % type(statuses).__name__)
+    if name is not None:
+        statuses = dict((host, status) for host, status in statuses.items()
+                        if not isinstance(status, dict) or status.get("name") in (None, name))
     needed = [host for host, status in statuses.items() if not isinstance(status, dict) or status.get("needed", True)]
     if not needed:
         return ""

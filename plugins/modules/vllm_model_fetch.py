@@ -1493,7 +1493,8 @@ def model_status(store, module):
     """Read-only: does this host hold (placed and intact) the revision its source leads to?"""
     revision = _known_revision(store, store.model, module.params["manifest"])
     held = bool(revision and store.placed(revision))
-    return {"changed": False, "revision": revision if held else None, "needed": not held}
+    # name: the seeder is chosen among the hosts whose last status is this model's (vllm_model_seeder).
+    return {"changed": False, "name": store.model["name"], "revision": revision if held else None, "needed": not held}
 
 
 def seed_mirror(store, module):
@@ -1512,7 +1513,7 @@ def seed_mirror(store, module):
         revision = revision or mirror.refs().get(ref)
         sums = mirror.sums(revision) if revision else None
         if sums is None and writer:
-            raise _not_the_writer(mirror, model, ref, revision, writer)
+            return _not_the_writer(module, mirror, model, ref, revision, writer)
         pins = _source_pins(store, module, revision, sums) if sums is not None else None
         if pins is not None:  # published by an earlier batch or run: taken from the mirror, checked against the pins
             return _seed_from_mirror(store, module, mirror, revision, sums, pins, ref, result)
@@ -1529,7 +1530,7 @@ def seed_mirror(store, module):
             mirror.remember(ref, revision)
         return dict(result, revision=revision, manifest=sums)
     if writer:
-        raise _not_the_writer(mirror, model, ref, revision, writer)
+        return _not_the_writer(module, mirror, model, ref, revision, writer)
     result["changed"] = True
     if not module.check_mode:
         result["uploaded_bytes"] = mirror.publish(os.path.join(store.dir, revision), revision, record["files"], ref)
@@ -1537,14 +1538,19 @@ def seed_mirror(store, module):
     return dict(result, revision=revision, manifest=published)
 
 
-def _not_the_writer(mirror, model, ref, revision, writer):
-    """The refusal of a seeder that may only read, for a revision the mirror does not hold yet."""
+def _not_the_writer(module, mirror, model, ref, revision, writer):
+    """A seeder that may only read, for a revision the mirror does not hold yet: refused (in check mode, reported:
+    the writer may publish it in an earlier batch of the same run, which check mode does not do)."""
     missing = mirror.url(revision) + "/" if revision else "a revision for %s in %s" % (
         store_rules.shown(ref), mirror.url())
-    return ModelStoreError(
-        "vllm_model_models (%s).mirror: %s is not in the mirror yet, and only vllm_model_mirror_writer (%s) writes it, "
-        "which is not in this batch of the play; run the play with %s in it first, or set vllm_model_mirror_writer to "
-        "a host of this play that may write the mirror" % (model["name"], missing, writer, writer))
+    message = ("vllm_model_models (%s).mirror: %s is not in the mirror yet, and only vllm_model_mirror_writer (%s) "
+               "writes it, which is not in this batch of the play; run the play with %s in it first, or set "
+               "vllm_model_mirror_writer to a host of this play that may write the mirror"
+               % (model["name"], missing, writer, writer))
+    if module.check_mode:
+        module.warn(message)
+        return {"changed": True, "revision": revision, "manifest": None, "seeded_from": "writer", "msg": message}
+    raise ModelStoreError(message)
 
 
 def _source_pins(store, module, revision, sums):
@@ -1654,6 +1660,12 @@ def place_mirrored(store, module):
     model, result = store.model, {"changed": False}
     revision, sums = module.params["mirror_revision"], module.params["mirror_manifest"]
     _check_seeded(model, revision, sums)
+    pinned = _pinned_revision(model, module.params["manifest"])
+    if pinned and pinned != revision:
+        raise ModelStoreError(
+            "vllm_model_models (%s).mirror: the seeder's result names revision %s, but this host's source leads to %s; "
+            "the revision a seeder hands on comes from the mirror: check who may write it and re-run"
+            % (model["name"], store_rules.shown(revision), pinned))
     ref = _source_ref(model, module.params["manifest"])
     record = store.placed(revision)
     if record:
@@ -1666,6 +1678,17 @@ def place_mirrored(store, module):
     mirror = s3.Mirror(model, module.params["ca_bundle"])
     return _place_from_mirror(store, module, mirror, revision, dict(
         (name, {"sha256": digest.lower()}) for name, digest in sums.items()), ref)
+
+
+def _pinned_revision(model, manifest=None):
+    """The revision this host's own arguments fix, whatever any store or mirror says: a hub commit (given, or the
+    controller's resolution of a branch in this run), a controller directory's manifest revision, an operator's
+    revision label; None when only a record or the mirror could say (an HTTP file list's checksums URL)."""
+    if model["kind"] == "hf":
+        return model["revision"] if store_rules.is_commit(model["revision"]) else model.get("resolved")
+    if model["kind"] == "controller":
+        return _source_ref(model, manifest)
+    return model["revision"] or None
 
 
 def _check_seeded(model, revision, sums):

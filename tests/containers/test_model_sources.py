@@ -361,10 +361,10 @@ def test_s3_source_with_keys_rerun_offline_and_access_denied(host, tmp_path):
         assert keys["secret_access_key"] not in run.stdout + run.stderr
 
 
-def fleet_run(host, tmp_path, models, hosts=FLEET, keys=None, writer=None, limit=None):
+def fleet_run(host, tmp_path, models, hosts=FLEET, keys=None, limit=None):
     """models.yml on the fleet through the metered podman connection; .controller_bytes is what the
     controller sent to the hosts (files put and commands' input), .recap {host: changed}. keys: {host: S3 keys}
-    each host's entries carry (host variables), else the models' own; writer: vllm_model_mirror_writer."""
+    each host's entries carry (host variables), else the models' own; limit: ansible-playbook's --limit."""
     inventory = tmp_path / "fleet.json"
     inventory.write_text(json.dumps({"vllm_hosts": {"hosts": dict((alias, dict({
         "ansible_host": host.name, "ansible_connection": "metered_podman",
@@ -372,8 +372,6 @@ def fleet_run(host, tmp_path, models, hosts=FLEET, keys=None, writer=None, limit
         **({"vllm_model_models": [dict(model, **keys[alias]) for model in models]} if keys else {})))
         for alias in hosts)}}))
     variables = dict(PIP, **({} if keys else {"vllm_model_models": models}))
-    if writer:
-        variables["vllm_model_mirror_writer"] = writer
     command, env = playbook_command([host], tmp_path, str(MODELS_PLAYBOOK), variables)
     command[command.index("-i") + 1] = str(inventory)
     command += ["--limit", limit] if limit else []
@@ -398,10 +396,11 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
     """Three hosts fetch a controller model and a hub model once, through the mirror: the bytes through the
     controller and from the hub (with ARM_INFERENCE_FLEET_BYTES set, `make model-fleet-bytes`, also without
     the mirror, for comparison); a fourth host joining with the hub stopped; a re-run with the hub and the
-    mirror stopped. Least privilege (IAM enforced): only the writer, fleet-3 (vllm_model_mirror_writer, last in
-    play order), holds keys that may write the mirror; the controller uploads with them; every other host's keys
-    only read. On the old code the first host seeded, and was refused s3:PutObject. Relies on the earlier tests'
-    tools venv (file order)."""
+    mirror stopped. Least privilege (IAM enforced): only the writer, fleet-1 (vllm_model_mirror_writer left empty:
+    the first host of vllm_hosts), holds keys that may write the mirror; the controller uploads with them; every
+    other host's keys only read. With the writer left out by --limit, the first host of the run does not become the
+    writer: it refuses, naming fleet-1 (on the old code it seeded, and was refused s3:PutObject after placing from
+    the hub). Relies on the earlier tests' tools venv (file order)."""
     pushed = write_tiny_model(str(tmp_path / "pushed"), seed=42, **FLEET_MODEL_SIZE)
     size = model_bytes(pushed)
     origin = S3Origin().start()
@@ -411,7 +410,7 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
         writer = origin.user("mirror-writer", "fleet-cache", "models", ["s3:GetObject", "s3:PutObject"])
         reader = origin.user("mirror-reader", "fleet-cache", "models", ["s3:GetObject"])
         origin.enforce_iam()
-        keys = dict((alias, writer if alias == "fleet-3" else reader) for alias in FLEET + ("fleet-4",))
+        keys = dict((alias, writer if alias == "fleet-1" else reader) for alias in FLEET + ("fleet-4",))
         mirror = {"mirror": "s3://fleet-cache/models", "region": REGION, "endpoint_url": origin.endpoint}
         hub_model = {"source": "hf://org/fleet", "revision": "main", "endpoint": hub.endpoint}
 
@@ -429,7 +428,7 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
         served = hub.bytes_served()
         models = [dict(mirror, name="copied-mirrored", source="controller://" + pushed),
                   dict(hub_model, name="mirrored", **mirror)]
-        mirrored = fleet_run(host, tmp_path, models, keys=keys, writer="fleet-3")
+        mirrored = fleet_run(host, tmp_path, models, keys=keys)
         assert mirrored.returncode == 0, mirrored.stdout[-3000:]
         objects = origin.client("s3", aws_access_key_id=reader["access_key_id"],
                                 aws_secret_access_key=reader["secret_access_key"]).list_objects_v2(
@@ -448,20 +447,20 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
         # The writer left out of the run (--limit) and a model the mirror does not hold: the host that seeds in its
         # place refuses on one line before it asks the hub, and the other stops rather than fetch on its own.
         served = hub.bytes_served()
-        unseeded = fleet_run(host, tmp_path, [dict(hub_model, name="unseeded", **mirror)], keys=keys, writer="fleet-3",
-                             limit="fleet-1,fleet-2")
+        unseeded = fleet_run(host, tmp_path, [dict(hub_model, name="unseeded", **mirror)], keys=keys,
+                             limit="fleet-2,fleet-3")
         assert unseeded.returncode != 0
         assert ("vllm_model_models (unseeded).mirror: s3://fleet-cache/models/unseeded/%s/ is not in the mirror yet, "
-                "and only vllm_model_mirror_writer (fleet-3) writes it" % FLEET_COMMIT) in unseeded.stdout, \
+                "and only vllm_model_mirror_writer (fleet-1) writes it" % FLEET_COMMIT) in unseeded.stdout, \
             unseeded.stdout[-3000:]
-        assert "vllm_model_models (unseeded).mirror: its seeder, fleet-1, failed" in unseeded.stdout
+        assert "vllm_model_models (unseeded).mirror: its seeder, fleet-2, failed" in unseeded.stdout
         # The preflight read the small files and headers from the hub (its reach), no weights.
         assert hub.bytes_served() - served < size // 4
-        assert host.exec("test ! -e /var/lib/vllm-fleet-1/unseeded/current -a "
-                         "! -e /var/lib/vllm-fleet-2/unseeded/current").returncode == 0
+        assert host.exec("test ! -e /var/lib/vllm-fleet-2/unseeded/current -a "
+                         "! -e /var/lib/vllm-fleet-3/unseeded/current").returncode == 0
         # A host joins while the hub is down: it gets the revision the fleet serves, from the mirror.
         hub.stop()
-        joined = fleet_run(host, tmp_path, models, hosts=FLEET + ("fleet-4",), keys=keys, writer="fleet-3")
+        joined = fleet_run(host, tmp_path, models, hosts=FLEET + ("fleet-4",), keys=keys)
         assert joined.returncode == 0, joined.stdout[-3000:]
         assert joined.recap["fleet-4"] > 0 and [joined.recap[alias] for alias in FLEET] == [0, 0, 0], joined.recap
         assert host.exec("readlink /var/lib/vllm-fleet-4/mirrored/current").stdout.strip() == FLEET_COMMIT
@@ -471,7 +470,7 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
         origin.stop()
     try:
         # Both origins stopped: a converged fleet decides from each store's record.
-        again = fleet_run(host, tmp_path, models, hosts=FLEET + ("fleet-4",), keys=keys, writer="fleet-3")
+        again = fleet_run(host, tmp_path, models, hosts=FLEET + ("fleet-4",), keys=keys)
         assert again.returncode == 0 and set(again.recap.values()) == {0}, again.stdout[-3000:]
         report["rerun_origins_stopped"] = {"controller_bytes": again.controller_bytes,
                                            "seconds": round(again.elapsed, 1)}

@@ -147,6 +147,17 @@ def test_the_seeder_is_the_writer_else_a_host_that_holds_the_revision_else_the_f
     assert vllm_model_seeder(statuses, writer) == seeder
 
 
+def test_a_host_whose_last_status_is_another_models_is_left_out():
+    """The writer does not declare this model: its last status is another model's. It cannot seed this one (it
+    never runs its seed), so a reader seeds; on the old code the writer was chosen and nobody seeded."""
+    statuses = {"writer": {"needed": False, "name": "other"}, "b": {"needed": True, "name": "tiny"},
+                "c": {"needed": False, "name": "tiny"}}
+    assert vllm_model_seeder(statuses, "writer", "tiny") == "c"
+    assert vllm_model_seeder(statuses, "c", "tiny") == "c"
+    assert vllm_model_seeder({"writer": {"needed": True, "name": "other"}, "b": {"needed": False, "name": "tiny"}},
+                             "writer", "tiny") == ""
+
+
 def listed(server, keys, prefix):
     client = server.client(aws_access_key_id=keys["access_key_id"], aws_secret_access_key=keys["secret_access_key"])
     return sorted(item["Key"] for item in client.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", []))
@@ -156,8 +167,8 @@ def test_only_the_writer_writes_the_mirror(capsys, tmp_path, mirror):
     """vllm_model_mirror_writer (here host-1) alone uploads. A seeder that is not the writer, with keys that could
     write, refuses a revision the mirror does not hold before it asks the origin or changes anything; with read-only
     keys it takes a revision the mirror holds, verified against the source's pins, and leaves refs.json alone; a
-    holder that is not the writer does not upload what it holds. On the old code the first refusal placed from the
-    origin and uploaded, and the read-only seeder failed writing refs.json."""
+    holder that is not the writer does not upload what it holds, nor adds its ref to refs.json. On the old code the
+    first refusal placed from the origin and uploaded, and the read-only holder failed writing refs.json."""
     server, keys = mirror
     model = write_tiny_model(str(tmp_path / "model"), seed=57)
     pins = dict((name, hashlib.sha256(Path(model, name).read_bytes()).hexdigest()) for name in os.listdir(model))
@@ -195,3 +206,31 @@ def test_only_the_writer_writes_the_mirror(capsys, tmp_path, mirror):
         assert held.get("failed") and "s3://%s/models/other/written/v1/ is not in the mirror yet" % BUCKET \
             in held["msg"], held
         assert listed(server, keys["seeder"], "models/other/") == []
+        # Check mode predicts it (the writer may publish it in an earlier batch of the same run): a warning, no refusal.
+        predicted = seed("store-1", "seeder", mirror_writer="host-1", mirror="s3://%s/models/other" % BUCKET,
+                         _ansible_check_mode=True)
+        assert predicted.get("failed") is not True and predicted["changed"] and predicted["manifest"] is None
+        assert "only vllm_model_mirror_writer (host-1) writes it" in predicted["msg"], predicted  # and a warning
+        # A host that holds v1, not the writer, read-only keys, the mirror holding v1 and refs.json not naming its ref:
+        # it hands on the mirror's checksums and leaves refs.json to the writer (the old code wrote it: AccessDenied).
+        holder = seed("store-1", "reader", mirror_writer="host-1")
+        assert holder.get("failed") is not True and holder["seeded_from"] == "store" and holder["manifest"] == pins
+        assert seeder.get_object(Bucket=BUCKET, Key="models/written/refs.json")["Body"].read() == b"{}"
+
+
+def test_a_revision_a_seeder_hands_on_must_be_the_one_the_hosts_source_fixes(capsys, tmp_path, mirror):
+    """A seeder that is not the writer (a host taken over) hands on another revision the mirror holds, with its genuine
+    checksums: a host whose source fixes its revision (here the operator's label v2) refuses it, naming the mirror."""
+    server, keys = mirror
+    model = write_tiny_model(str(tmp_path / "model"), seed=58)
+    manifest = manifest_of(capsys, model)
+    run_module(capsys, **mirrored(server, keys["seeder"], model, action="seed", name="fixed", revision="v1",
+                                  manifest=manifest["manifest"]))
+    sums = dict((name, entry["sha256"]) for name, entry in manifest["manifest"].items())
+    refused = run_module(capsys, **mirrored(server, keys["reader"], model, name="fixed", store=str(tmp_path / "store"),
+                                            revision="v2", manifest=manifest["manifest"], mirror_revision="v1",
+                                            mirror_manifest=sums))
+    assert refused.get("failed") and refused["msg"].startswith(
+        "vllm_model_models (fixed).mirror: the seeder's result names revision v1, but this host's source leads to v2"), \
+        refused
+    assert not (tmp_path / "store" / "fixed" / "current").exists()
