@@ -50,3 +50,33 @@ def test_the_revision_is_on_disk_before_the_state_names_it_and_current_points_at
     current_switched = events.index(("replace", os.path.join(model_dir, "current")))
     assert ("fsync", model_dir) in events[current_switched + 1:], events
     assert os.path.isdir(os.path.join(model_dir, revision))
+
+
+def test_writeback_starts_while_an_http_file_arrives(capsys, tmp_path, monkeypatch):
+    """Every WRITEBACK_BYTES of a file that arrives, the kernel is asked to start writing them (sync_file_range,
+    SYNC_FILE_RANGE_WRITE), range after range from the file's start, so its final fdatasync waits for little: with
+    it, HTTP placement went from 0.836 to 1.038 of curl's speed on this machine (make model-throughput, 4 x 256 MiB).
+    The real call runs here too (recorded, then made)."""
+    from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_model_store
+
+    model = write_tiny_model(str(tmp_path / "web"), seed=84, hidden=256, vocab=1024)  # a 2 MiB shard
+    sums = dict((name, hashlib.sha256(open(os.path.join(model, name), "rb").read()).hexdigest())
+                for name in os.listdir(model))
+    assert vllm_model_store._SYNC_RANGE is not None, "sync_file_range is missing on this Linux"
+    asked, real = [], vllm_model_store._SYNC_RANGE
+
+    def recorded(descriptor, offset, length, flags):
+        asked.append((os.path.basename(os.readlink("/proc/self/fd/%d" % descriptor)), offset, length, flags))
+        return real(descriptor, offset, length, flags)
+
+    monkeypatch.setattr(vllm_model_store, "_SYNC_RANGE", recorded)
+    monkeypatch.setattr(vllm_model_store, "WRITEBACK_BYTES", 256 << 10)
+    with http_origin(model) as server:
+        result = run_module(capsys, store=str(tmp_path / "store"), name="tiny", source=server.url + "/", sha256=sums,
+                            min_free_disk_gib=0)
+    assert result.get("failed") is not True, result
+    shard = [(offset, length, flags) for name, offset, length, flags in asked if name == "model.safetensors"]
+    size = os.path.getsize(os.path.join(model, "model.safetensors"))
+    assert shard and all(flags == 2 for dummy, dummy, flags in shard), asked
+    assert shard[0][0] == 0 and all(later[0] == earlier[0] + earlier[1] for earlier, later in zip(shard, shard[1:]))
+    assert all(length >= 256 << 10 for dummy, length, dummy in shard) and shard[-1][0] + shard[-1][1] <= size

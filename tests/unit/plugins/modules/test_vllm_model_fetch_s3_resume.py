@@ -114,8 +114,13 @@ def test_a_part_whose_connection_drops_once_is_asked_for_again_in_the_same_run(
     parts, path, store = parts_of(size, monkeypatch), "/models/org/tiny/" + SHARD, tmp_path / "store"
     for asked in parts[1:]:
         proxy.faults[(path, asked)] = "cut-once"
+    written = []  # each part, once written, is on its way to disk (writeback started) before the file's fsync
+    monkeypatch.setattr(vllm_model_store, "start_writeback", lambda descriptor, first, length: written.append(
+        (os.path.basename(os.readlink("/proc/self/fd/%d" % descriptor)), first, length)))
     placed = place(capsys, proxy, store, sums)
     assert placed.get("failed") is not True, placed
+    assert sorted((first, first + length - 1) for name, first, length in written if name == SHARD) == sorted(
+        tuple(int(number) for number in part[len("bytes="):].split("-")) for part in parts), written
     asked = proxy.ranges(path)
     assert [asked.count(part) for part in parts] == [1, 2, 2], asked
     assert digest(store / "tiny" / "current" / SHARD) == sums[SHARD]
