@@ -1675,9 +1675,33 @@ def place_mirrored(store, module):
     pins = _operator_pins(model, module.params)
     if pins is not None:  # what every host holds itself outranks what the seeder hands on
         _mirror_agrees(model, revision, sums, pins)
+    expected = dict((name, {"sha256": digest.lower()}) for name, digest in sums.items())
+    hub = _hub_pins_from_here(store, module, revision) if model["kind"] == "hf" else None
+    if hub is not None:  # the hub's own checksums, asked by this host: a seeder's hand-on is checked, not believed
+        _mirror_agrees(model, revision, sums, hub)
+        expected = dict((name, dict(hub[name], sha256=hub[name].get("sha256") or expected[name]["sha256"]))
+                        for name in hub)
     mirror = s3.Mirror(model, module.params["ca_bundle"])
-    return _place_from_mirror(store, module, mirror, revision, dict(
-        (name, {"sha256": digest.lower()}) for name, digest in sums.items()), ref)
+    return _place_from_mirror(store, module, mirror, revision, expected, ref)
+
+
+def _hub_pins_from_here(store, module, revision):
+    """The hub's per-file checksums of the commit a seeder handed on (one metadata request, no file byte), so every
+    host checks the mirror's copy against the hub itself, as the seeder did: a seeder (even the writer) cannot hand
+    the fleet other bytes than the hub pins. None when the hub cannot be reached from this host (one that joins while
+    the hub is down): the seeder's checksums, which it checked against the hub, are used, with a warning."""
+    dummy, api, dummy = _hub_client(store, module)
+    try:
+        commit, pins = _hub_pins(store.model, api, revision)
+    except SourceUnreachable as error:
+        module.warn("vllm_model_models (%s).mirror: %s was checked against the checksums the seeder verified at the "
+                    "hub, not the hub's own: %s" % (store.model["name"], revision, error))
+        return None
+    if commit != revision:
+        raise ModelStoreError("vllm_model_models (%s).mirror: the seeder's result names revision %s, which is not a "
+                              "commit of %s on %s (the hub resolves it to %s); check who may write the mirror"
+                              % (store.model["name"], revision, store.model["location"], api.endpoint, commit))
+    return pins
 
 
 def _pinned_revision(model, manifest=None):

@@ -208,3 +208,31 @@ def test_a_model_directory_that_is_a_link_out_of_the_store_is_refused_and_left_a
     assert refused.get("failed") is True, refused
     assert "%s resolves to %s, outside %s" % (store / "tiny", outside, store) in refused["msg"], refused["msg"]
     assert sorted(os.listdir(outside)) == ["keep.txt"] and (outside / "keep.txt").read_text() == "the operator's"
+
+
+def test_every_host_checks_a_hub_commit_from_the_mirror_against_the_hub_itself(capsys, tmp_path, mirror, hub):
+    """A seeder that wrote the mirror (the writer, taken over) hands on other bytes under the hub's commit with their
+    genuine sha256: each host asks the hub for its own checksums (one metadata request, no file byte) and refuses
+    them, naming the mirror; on the old code the host believed the seeder and placed them. The genuine copy is
+    placed, and with the hub unreachable a host takes the seeder's checksums, with a warning (a host joining while the
+    hub is down)."""
+    copy = tmp_path / "evil"
+    write_tiny_model(str(copy), seed=64)
+    data = (copy / "model.safetensors").read_bytes()
+    (copy / "model.safetensors").write_bytes(data[:-1] + (b"x" if data[-1:] != b"x" else b"y"))
+    evil = publish(mirror, COMMIT, str(copy), model="handed")
+    served = hub.bytes_served()
+    args = hub_mirror(mirror, hub, tmp_path, name="handed", mirror_revision=COMMIT)
+    refused = run_module(capsys, **dict(args, mirror_manifest=evil))
+    assert refused.get("failed") and refused["msg"].startswith(
+        "vllm_model_models (handed).mirror: s3://%s/models/handed/%s/ disagrees with the checksums the source pins (got "
+        "differences in model.safetensors)" % (BUCKET, COMMIT)), refused
+    assert not os.path.lexists(tmp_path / "store" / "handed" / "current") and hub.bytes_served() == served
+
+    genuine = publish(mirror, COMMIT, str(hub.root / "org" / "tiny" / COMMIT), model="handed")
+    placed = run_module(capsys, **dict(args, mirror_manifest=genuine))
+    assert placed.get("failed") is not True and placed["changed"], placed
+    assert hub.bytes_served() == served  # the files came from the mirror
+    joined = run_module(capsys, **dict(args, mirror_manifest=genuine, endpoint="http://127.0.0.1:9",
+                                       store=str(tmp_path / "joined")))
+    assert joined.get("failed") is not True and joined["changed"], joined
