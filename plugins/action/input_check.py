@@ -269,7 +269,7 @@ class ActionModule(ActionBase):
             declared = self._templar.template(task_vars.get("vllm_model_models", []))
         placed = task_vars.get("vllm_model_placed") or task_vars["ansible_facts"].get("vllm_model_placed") or {}
         names = [entry.get("name") for entry in declared or [] if isinstance(entry, dict)]
-        models = {"declared_models": declared or [], "placed_models": placed,
+        models = {"declared_models": names, "placed_models": placed,
                   # Placed later in this run, by the vllm_model role the preflight checks with them.
                   "pending_models": [name for name in names if name not in placed] if "vllm_model" in roles else []}
         try:

@@ -123,9 +123,12 @@ def _bind_address(value, variable):
 
 
 def _declared_names(value):
+    """The names of vllm_model's declared models: given as names (what the roles pass: the entries' tokens, keys and
+    headers never reach this role's settings) or as vllm_model_models entries."""
     if not isinstance(value, (list, tuple)):
         return []
-    return [str(item["name"]) for item in value if isinstance(item, dict) and item.get("name") not in (None, "")]
+    names = [item.get("name") if isinstance(item, dict) else item for item in value]
+    return [str(name) for name in names if name not in (None, "")]
 
 
 def resolve_model(value, variable, settings):

@@ -400,3 +400,14 @@ def test_owner_values_are_parsed_once_per_version_of_the_files_and_handed_out_as
     defaults.write_text("owner_list: [b]\nowner_path: /two\n")
     os.utime(defaults, ns=(defaults.stat().st_mtime_ns + 10**9,) * 2)
     assert role_contract.owner_values("owner") == {"owner_list": ["b"], "owner_path": "/two"}
+
+
+def test_vllm_serve_reads_the_names_of_the_declared_models_and_none_of_their_secrets():
+    """vllm_model's entries carry a hub token, S3 keys and HTTP headers; vllm_serve needs only which names are declared,
+    so its settings (passed to its filters, whose errors and results Ansible may print) hold the names alone."""
+    models = [{"name": "tiny", "source": "hf://org/tiny", "revision": "a" * 40, "token": "hf_never_in_serve"},
+              {"name": "bucketed", "source": "s3://models/org/tiny", "secret_access_key": "never-in-serve",
+               "headers": {"X-Api-Key": "never-in-serve-either"}}]
+    declared = _render_role_var("vllm_serve", "_vllm_serve_declared_models", {"vllm_model_models": models})
+    assert declared == ["tiny", "bucketed"]
+    assert _render_role_var("vllm_serve", "_vllm_serve_declared_models", {}) == []

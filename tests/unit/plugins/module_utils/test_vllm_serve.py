@@ -244,6 +244,11 @@ def test_model_paths_lists_the_local_directories_to_read():
     ([{"model": "qwen"}], {}, "vllm_serve_instances[0].model: model qwen is declared in vllm_model_models but not "
                               "placed on this host (vllm_model_placed has llama) (got 'qwen'); run the vllm_model "
                               "role before vllm_serve (site.yml and serve.yml do)"),
+    # The roles pass the declared models' names alone (none of an entry's secrets): read the same way.
+    ([{"model": "qwen"}], {"declared_models": ["llama", "qwen"]},
+     "vllm_serve_instances[0].model: model qwen is declared in vllm_model_models but not placed on this host"),
+    ([{"model": "mistral"}], {"declared_models": ["llama", "qwen"]},
+     "vllm_serve_instances[0].model: mistral is neither a model declared in vllm_model_models (llama, qwen)"),
     ([{"model": "mistral"}], {}, "vllm_serve_instances[0].model: mistral is neither a model declared in "
                                  "vllm_model_models (llama, qwen), an absolute path nor a hub id org/name (got "
                                  "'mistral'); declare the model in vllm_model_models or correct the name"),
