@@ -1479,14 +1479,10 @@ def _source_ref(model, manifest=None):
 
 
 def _known_revision(store, model, manifest=None):
-    """The revision this host's record says the source leads to, or None when the host never placed it: what
+    """The revision the source leads to as far as this host knows without asking anyone: what its arguments fix
+    (_pinned_revision), else what its record says the source's ref led to; None when the host never placed it. What
     every source's re-run, and a mirror's status, decide from before any network client is created."""
-    ref = _source_ref(model, manifest)
-    if model["kind"] == "hf":
-        return ref if store_rules.is_commit(ref) else model.get("resolved") or store.state["refs"].get(ref)
-    if model["kind"] == "controller":
-        return ref
-    return model["revision"] or store.state["refs"].get(ref)
+    return _pinned_revision(model, manifest) or store.state["refs"].get(_source_ref(model, manifest))
 
 
 def model_status(store, module):
@@ -1561,12 +1557,7 @@ def _source_pins(store, module, revision, sums):
     mirror."""
     model = store.model
     if model["kind"] == "hf":
-        _huggingface_hub, api, _token = _hub_client(store, module)
-        commit, pins = _hub_pins(model, api, revision)
-        if commit != revision:
-            raise ModelStoreError("vllm_model_models (%s).mirror: revision %s is not a commit of %s on %s (the hub "
-                                  "resolves it to %s); delete it from the mirror and re-run"
-                                  % (model["name"], revision, model["location"], api.endpoint, commit))
+        pins = _hub_commit_pins(store, module, revision)
     elif model["kind"] == "http":
         pins = dict((name, {"sha256": digest}) for name, digest in _http_checksums(
             model, module.params["ca_bundle"]).items())
@@ -1690,17 +1681,24 @@ def _hub_pins_from_here(store, module, revision):
     host checks the mirror's copy against the hub itself, as the seeder did: a seeder (even the writer) cannot hand
     the fleet other bytes than the hub pins. None when the hub cannot be reached from this host (one that joins while
     the hub is down): the seeder's checksums, which it checked against the hub, are used, with a warning."""
-    dummy, api, dummy = _hub_client(store, module)
     try:
-        commit, pins = _hub_pins(store.model, api, revision)
+        return _hub_commit_pins(store, module, revision)
     except SourceUnreachable as error:
         module.warn("vllm_model_models (%s).mirror: %s was checked against the checksums the seeder verified at the "
                     "hub, not the hub's own: %s" % (store.model["name"], revision, error))
         return None
+
+
+def _hub_commit_pins(store, module, revision):
+    """The hub's per-file checksums of revision (_hub_pins), a revision read from the mirror or handed on by its
+    seeder: refused, naming the mirror, when the hub does not know it as a commit."""
+    model = store.model
+    dummy, api, dummy = _hub_client(store, module)
+    commit, pins = _hub_pins(model, api, revision)
     if commit != revision:
-        raise ModelStoreError("vllm_model_models (%s).mirror: the seeder's result names revision %s, which is not a "
-                              "commit of %s on %s (the hub resolves it to %s); check who may write the mirror"
-                              % (store.model["name"], revision, store.model["location"], api.endpoint, commit))
+        raise ModelStoreError("vllm_model_models (%s).mirror: revision %s is not a commit of %s on %s (the hub "
+                              "resolves it to %s); delete it from the mirror and re-run"
+                              % (model["name"], revision, model["location"], api.endpoint, commit))
     return pins
 
 
