@@ -33,7 +33,7 @@ export ARM_INFERENCE_BUILD_ARCH ?= $(ARCH)
 INTEGRATION_IMAGES := $(sort $(NATIVE_IMAGE) debian-testing-$(ARCH) debian12-$(ARM_INFERENCE_BUILD_ARCH))
 IMAGES ?= $(INTEGRATION_IMAGES) $(foreach scenario,$(MOLECULE_SCENARIOS),$(SCENARIO_IMAGE_$(scenario)))
 
-.PHONY: help setup images assets site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes model-throughput tools-lock ee molecule fleet-scale build test clean
+.PHONY: help setup images assets site autotune-demo lint sanity unit golden docs integration build-arm64 engine-arm64 real-build model-fleet-bytes model-throughput tools-lock ee galaxy molecule fleet-scale build test clean
 
 help:
 	@echo "make site         provision the local default target (native container) with site.yml, then smoke.yml"
@@ -53,6 +53,7 @@ help:
 	@echo "make fleet-scale  not in CI: site.yml over SSH on FLEET_SIZES hosts (default 1 8 16 32): table, JSON and SVG in .cache/fleet-scale"
 	@echo "make tools-lock   regenerate vllm_model's hash-pinned tools venv locks from PyPI (after a client version bump)"
 	@echo "make ee           the execution environment (ansible-builder, podman), then preflight through ansible-navigator over SSH (EE_ARGS=--site)"
+	@echo "make galaxy       not in CI: galaxy-importer and Galaxy's ansible-test step on the built tarball, then its install on a container without the checkout"
 
 setup:
 	$(HARNESS) setup-host
@@ -171,6 +172,13 @@ model-throughput: setup
 ee: setup
 	$(HARNESS) images $(NATIVE_IMAGE)
 	$(HARNESS) ee $(EE_ARGS)
+
+# Galaxy-ready, outside CI (tests/harness/galaxy.py): galaxy-importer (requirements-galaxy.txt) and the ansible-test
+# sanity its test container runs, on the built tarball; the README's install line on a container from the EE base
+# image that never saw the checkout. Logs and galaxy.json in .cache/galaxy/.
+galaxy: setup
+	$(HARNESS) images $(NATIVE_IMAGE)
+	$(HARNESS) galaxy
 
 # site.yml over SSH on 1, 8, 16 and 32 hosts (FLEET_SIZES), outside CI (tests/harness/fleet.py): one host converged
 # from the prepared image and the wheelhouse, committed and cloned; wall time, controller CPU and the slowest tasks

@@ -24,6 +24,8 @@ Subcommands (all idempotent):
   ee [--site] [--keep]  build the execution environment (ee/base, execution-environment.yml) with
                  ansible-builder and podman, then ansible-navigator runs preflight (and site.yml) in it
                  against one SSH host (make ee; outside CI)
+  galaxy         galaxy-importer and Galaxy's ansible-test step on the built collection, then its install from the
+                 tarball on a container that never saw the checkout (make galaxy; outside CI)
   fleet-scale    site.yml over SSH on 1, 8, 16, 32 hosts (FLEET_SIZES) from one converged host: wall time and
                  controller CPU per host, P1, a table and an SVG under .cache/fleet-scale (make fleet-scale; outside CI)
   model-throughput  vllm_model_fetch placing HTTP and S3 sources from local origins against curl and boto3's
@@ -51,6 +53,7 @@ from harness.rehearsal import real_build  # noqa: E402
 from harness.scenarios import run_scenarios  # noqa: E402
 from harness.ee import ee  # noqa: E402
 from harness.fleet import fleet_scale  # noqa: E402
+from harness.galaxy import galaxy  # noqa: E402
 from harness.throughput import model_throughput  # noqa: E402
 
 
@@ -82,6 +85,7 @@ def main():
     execution_environment.add_argument("--keep", action="store_true", help="keep the SSH host container")
     execution_environment.set_defaults(func=ee)
     commands.add_parser("fleet-scale").set_defaults(func=fleet_scale)
+    commands.add_parser("galaxy").set_defaults(func=galaxy)
     commands.add_parser("model-throughput").set_defaults(func=model_throughput)
     args = parser.parse_args()
     args.func(args)
