@@ -158,10 +158,11 @@ def ssh_host_vars(port, key):
             "ansible_python_interpreter": "/usr/bin/python3"}
 
 
-def ssh_host(workdir, password, key=None, requiretty=True):
-    """A booted container from the prepared image, its SSH port on 127.0.0.1, set up by ssh_host.yml (the
-    controller's key at `key`, default workdir/project/id_ed25519); returns the container and the port."""
-    host, port = ssh_container(build_prepared_image())
+def ssh_host(workdir, password, key=None, requiretty=True, image=None):
+    """A booted container from `image` (default the prepared image), its SSH port on 127.0.0.1, set up by
+    ssh_host.yml (the controller's key at `key`, default workdir/project/id_ed25519); returns the container and
+    the port."""
+    host, port = ssh_container(image or build_prepared_image())
     key = key or workdir / "project" / "id_ed25519"
     key.parent.mkdir(parents=True, exist_ok=True)
     setup = host.playbook(workdir, str(REPO_ROOT / "tests" / "playbooks" / "ssh_host.yml"), {

@@ -3,6 +3,8 @@
 site.yml over SSH as the README's fleet guidance has it (login user `admin`, sudo with a password, key only,
 pipelining on, so sudoers without requiretty; forks = the number of hosts, strategy linear), on 1..N hosts:
 
+0. Unless FLEET_FRESH=no: one SSH host from the plain Debian 12 image, site.yml's real first converge (the OS
+   packages from Debian's archive) and its re-run: P1 as a new cloud host sees it. Removed after.
 1. One SSH host from the prepared Debian 12 image with the wheelhouse (ee.ssh_host: tests/playbooks/ssh_host.yml),
    so no host compiles or downloads. site.yml with the local target's variables (inventories/local/group_vars: the
    real vLLM wheel, the tiny model, the gateway) converges it: the "first converge on one host". The resident memory
@@ -13,7 +15,8 @@ pipelining on, so sudoers without requiretty; forks = the number of hosts, strat
    "1 8 16 32") as many hosts start from it, each with its own SSH port on 127.0.0.1: a first run (the clones'
    host names and machine ids are new), then the measured converged re-run. The fleet serves only when every size
    fits this machine's memory at the measured RSS (FLEET_SERVE=auto; yes/no force it); the table says which.
-   FLEET_STRATEGY (default linear) and FLEET_PIPELINING=off measure the alternatives.
+   FLEET_STRATEGY (default linear; free, or Mitogen's mitogen_linear from requirements-fleet.txt) and
+   FLEET_PIPELINING=off measure the alternatives.
 
 Every run's wall time, controller CPU (user+sys of the ansible-playbook process tree, reaped children's rusage) and
 changed count are kept; a converged re-run that changes anything fails the target. The results (markdown, JSON, an
@@ -29,12 +32,14 @@ import re
 import resource
 import secrets
 import shutil
+import subprocess
 import sys
 import time
 
 from harness.containers import podman, run_playbook
 from harness.ee import ssh_container, ssh_host, ssh_host_vars
-from harness.machine import CACHE_DIR, REPO_ROOT, link_collection, log, require_root
+from harness.images import image_tag
+from harness.machine import CACHE_DIR, REPO_ROOT, link_collection, log, native_arch, require_root
 
 RESULTS_DIR = CACHE_DIR / os.environ.get("FLEET_RESULTS", "fleet-scale")
 SITE = str(REPO_ROOT / "playbooks" / "site.yml")
@@ -47,6 +52,8 @@ SERVE_UNIT = "vllm-serve-main.service"
 # The share of this machine's available memory the fleet's vLLM servers may take together.
 MEMORY_SHARE = 0.5
 TOP_TASKS = 5
+FRESH_FIRST = "first converge, fresh Debian 12 (one host)"
+FRESH_RERUN = "converged re-run, fresh Debian 12 (one host)"
 
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)"
                    r"\s+rescued=(\d+)\s+ignored=(\d+)")
@@ -151,7 +158,9 @@ def ratios(rows):
     first = by_run.get(("first converge (one host)", True))
     rerun = by_run.get(("converged re-run (one host)", True))
     fleet = sorted((row for row in rows if row["run"] == "fleet re-run"), key=lambda row: row["hosts"])
+    fresh = [by_run.get((FRESH_FIRST, True)), by_run.get((FRESH_RERUN, True))]
     result = {"p1": round(rerun["wall_s"] / first["wall_s"], 3) if first and rerun else None,
+              "p1_fresh": round(fresh[1]["wall_s"] / fresh[0]["wall_s"], 3) if all(fresh) else None,
               "largest_vs_one": None, "largest": None}
     if fleet and fleet[0]["hosts"] == 1 and len(fleet) > 1:
         result["largest"] = fleet[-1]["hosts"]
@@ -182,6 +191,9 @@ def table_markdown(report):
             row["wall_per_host_s"], row["cpu_per_host_s"], row["changed"], tasks.replace("|", "/")))
     figures = report["ratios"]
     lines += ["", "P1 (converged re-run / first converge, one host, serving): %s (goal <= 0.10)." % figures["p1"]]
+    if figures.get("p1_fresh") is not None:
+        lines.append("P1 of a fresh Debian 12 host (its re-run / its first converge, OS packages included): %s."
+                     % figures["p1_fresh"])
     if figures["largest_vs_one"] is not None:
         lines.append("Fleet re-run on %d hosts / on 1 host: %s (goal for 32: <= 2)." % (
             figures["largest"], figures["largest_vs_one"]))
@@ -204,12 +216,31 @@ def wall_svg(rows):
 
 # The measurement.
 
-def fleet_config(path, strategy, pipelining):
+def fleet_config(path, strategy, pipelining, strategy_plugins=None):
     """The controller's ansible.cfg for every run: the repository's settings that a fleet's own would carry
-    (pipelining, on unless FLEET_PIPELINING=off; the task profile; facts not injected as variables), the strategy."""
+    (pipelining, on unless FLEET_PIPELINING=off; the task profile; facts not injected as variables), the strategy.
+    A Mitogen strategy also needs its plugin directory and no host key check (Mitogen's own SSH options leave the
+    inventory's ssh args out, and every fleet container has new host keys)."""
+    extra = ("strategy_plugins = %s\nhost_key_checking = False\n" % strategy_plugins) if strategy_plugins else ""
     path.write_text("[defaults]\ninterpreter_python = auto_silent\ninject_facts_as_vars = False\n"
                     "callbacks_enabled = ansible.posix.profile_tasks\nretry_files_enabled = False\nstrategy = %s\n"
-                    "[ssh_connection]\npipelining = %s\n" % (strategy, pipelining))
+                    "%s[ssh_connection]\npipelining = %s\n" % (strategy, extra, pipelining))
+
+
+def mitogen_strategies(strategy):
+    """For FLEET_STRATEGY=mitogen_linear (or another of Mitogen's): Mitogen at requirements-fleet.txt's pin under
+    .cache, and the directory of its strategy plugins; None for Ansible's own strategies."""
+    if not strategy.startswith("mitogen_"):
+        return None
+    target = CACHE_DIR / "mitogen"
+    stamp = target / "requirements.stamp"
+    wanted = (REPO_ROOT / "requirements-fleet.txt").read_text()
+    if not stamp.exists() or stamp.read_text() != wanted:
+        shutil.rmtree(target, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target",
+                        str(target), "-r", str(REPO_ROOT / "requirements-fleet.txt")], check=True)
+        stamp.write_text(wanted)
+    return target / "ansible_mitogen" / "plugins" / "strategy"
 
 
 class Fleet:
@@ -313,6 +344,21 @@ def one_host(fleet, rows):
     return host, rss
 
 
+def fresh_host(fleet, rows):
+    """The P1 of a host as a cloud image gives it: the plain Debian 12 image (Python, systemd and sudo, nothing of
+    prepare.yml), set up by ssh_host.yml; site.yml's real first converge (the OS packages from Debian's archive,
+    vLLM still from the wheelhouse, nothing compiled) and its converged re-run, both serving. Removed after."""
+    host, port = ssh_host(fleet.workdir, fleet.password, key=fleet.key, requiretty=False,
+                          image=image_tag("debian12-%s" % native_arch()))
+    fleet.add(host, port)
+    try:
+        for label, must_converge in ((FRESH_FIRST, False), (FRESH_RERUN, True)):
+            rows.append(run_row(label, 1, True, *fleet.run(label, [host], {}, must_converge=must_converge)))
+    finally:
+        fleet.hosts.remove(host)
+        host.remove()
+
+
 def fleet_scale(_args):
     """`tests/harness fleet-scale`: the table, the JSON and the SVG under .cache/fleet-scale/."""
     require_root()
@@ -325,11 +371,13 @@ def fleet_scale(_args):
     workdir = RESULTS_DIR / "work"
     workdir.mkdir()
     shutil.copytree(REPO_ROOT / "inventories" / "local" / "group_vars", workdir / "group_vars")
-    fleet_config(workdir / "ansible.cfg", strategy, pipelining)
+    fleet_config(workdir / "ansible.cfg", strategy, pipelining, mitogen_strategies(strategy))
     fleet = Fleet(workdir, secrets.token_urlsafe(16))
     rows = []
     report = dict(machine_figures(), pipelining=pipelining, strategy=strategy, sizes=sizes, rows=rows)
     try:
+        if os.environ.get("FLEET_FRESH", "yes") != "no":
+            fresh_host(fleet, rows)
         host, rss = one_host(fleet, rows)
         serving, why = fleet_serves(os.environ.get("FLEET_SERVE", "auto"), rss, sizes, meminfo_kib("MemAvailable"))
         report.update(serve_rss_kib=rss, fleet_serving=serving, fleet_serving_why=why)

@@ -3,6 +3,8 @@ a process tree's memory, the serving decision, the ratios, the table and the SVG
 
 from __future__ import annotations
 
+import configparser
+
 import pytest
 
 from harness import fleet
@@ -88,8 +90,11 @@ def test_fleet_sizes():
 def test_ratios_p1_and_largest_against_one():
     rows = [row("first converge (one host)", 1, 400.0, True), row("converged re-run (one host)", 1, 60.0, True),
             row("fleet re-run", 1, 50.0), row("fleet re-run", 8, 75.0), row("fleet re-run", 32, 150.0)]
-    assert fleet.ratios(rows) == {"p1": 0.15, "largest": 32, "largest_vs_one": 3.0}
-    assert fleet.ratios(rows[2:3]) == {"p1": None, "largest": None, "largest_vs_one": None}
+    assert fleet.ratios(rows) == {"p1": 0.15, "p1_fresh": None, "largest": 32, "largest_vs_one": 3.0}
+    assert fleet.ratios(rows[2:3]) == {"p1": None, "p1_fresh": None, "largest": None, "largest_vs_one": None}
+    fresh = [row(fleet.FRESH_FIRST, 1, 500.0, True), row(fleet.FRESH_RERUN, 1, 40.0, True)]
+    assert fleet.ratios(fresh + rows)["p1_fresh"] == 0.08
+    assert fleet.ratios(fresh + rows)["p1"] == 0.15
 
 
 def test_row_per_host():
@@ -114,6 +119,11 @@ def test_table_says_what_the_fleet_rows_exclude():
     assert "P1 (converged re-run / first converge, one host, serving): 0.15" in table
     assert "on 8 hosts / on 1 host: 1.5" in table
     assert "2.00 GiB" in table and "pipelining on" in table
+    assert "fresh Debian 12" not in table
+    rows[:0] = [row(fleet.FRESH_FIRST, 1, 500.0, True), row(fleet.FRESH_RERUN, 1, 40.0, True)]
+    report["ratios"] = fleet.ratios(rows)
+    assert "P1 of a fresh Debian 12 host (its re-run / its first converge, OS packages included): 0.08." in (
+        fleet.table_markdown(report))
 
 
 def test_svg_plots_the_fleet_reruns_only():
@@ -133,3 +143,23 @@ def test_the_inotify_limit_is_raised_for_a_fleet_and_never_lowered(tmp_path, mon
     limit.write_text("8192\n")
     fleet.inotify_for(32)
     assert limit.read_text() == "8192\n"
+
+
+def test_the_controller_config_names_mitogens_strategies_only_for_mitogen(tmp_path):
+    fleet.fleet_config(tmp_path / "linear.cfg", "linear", True)
+    fleet.fleet_config(tmp_path / "mitogen.cfg", "mitogen_linear", True, tmp_path / "strategy")
+    linear, mitogen = configparser.ConfigParser(), configparser.ConfigParser()
+    linear.read(tmp_path / "linear.cfg")
+    mitogen.read(tmp_path / "mitogen.cfg")
+    assert linear["defaults"]["strategy"] == "linear" and "strategy_plugins" not in linear["defaults"]
+    assert mitogen["defaults"]["strategy"] == "mitogen_linear"
+    assert mitogen["defaults"]["strategy_plugins"] == str(tmp_path / "strategy")
+    assert mitogen["defaults"]["host_key_checking"] == "False"
+    assert mitogen["ssh_connection"]["pipelining"] == "True"
+    assert fleet.mitogen_strategies("linear") is None and fleet.mitogen_strategies("free") is None
+
+
+def test_mitogen_is_pinned_exactly():
+    lines = [line for line in (fleet.REPO_ROOT / "requirements-fleet.txt").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert lines and all(line.startswith("mitogen==") for line in lines)
