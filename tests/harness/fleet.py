@@ -3,8 +3,9 @@
 site.yml over SSH as the README's fleet guidance has it (login user `admin`, sudo with a password, key only,
 pipelining on, so sudoers without requiretty; forks = the number of hosts, strategy linear), on 1..N hosts:
 
-0. Unless FLEET_FRESH=no: one SSH host from the plain Debian 12 image, site.yml's real first converge (the OS
-   packages from Debian's archive) and its re-run: P1 as a new cloud host sees it. Removed after.
+0. Unless FLEET_FRESH=no or the strategy is Mitogen's (its first converge fails without python3-apt): one SSH
+   host from the plain Debian 12 image, site.yml's real first converge (the OS packages from Debian's archive) and
+   its re-run: P1 as a new cloud host sees it. Removed after.
 1. One SSH host from the prepared Debian 12 image with the wheelhouse (ee.ssh_host: tests/playbooks/ssh_host.yml),
    so no host compiles or downloads. site.yml with the local target's variables (inventories/local/group_vars: the
    real vLLM wheel, the tiny model, the gateway) converges it: the "first converge on one host". The resident memory
@@ -344,6 +345,18 @@ def one_host(fleet, rows):
     return host, rss
 
 
+def fresh_row_wanted(setting, strategy):
+    """Whether to measure the fresh host: FLEET_FRESH (yes/no), and never under Mitogen, whose first converge on a
+    host without python3-apt fails (the apt module installs it and respawns its interpreter; README)."""
+    if setting == "no":
+        return False
+    if strategy.startswith("mitogen_"):
+        log("no fresh-host row with %s: the plain image has no python3-apt, whose install respawns the apt "
+            "module's interpreter, which Mitogen does not support" % strategy)
+        return False
+    return True
+
+
 def fresh_host(fleet, rows):
     """The P1 of a host as a cloud image gives it: the plain Debian 12 image (Python, systemd and sudo, nothing of
     prepare.yml), set up by ssh_host.yml; site.yml's real first converge (the OS packages from Debian's archive,
@@ -374,9 +387,11 @@ def fleet_scale(_args):
     fleet_config(workdir / "ansible.cfg", strategy, pipelining, mitogen_strategies(strategy))
     fleet = Fleet(workdir, secrets.token_urlsafe(16))
     rows = []
-    report = dict(machine_figures(), pipelining=pipelining, strategy=strategy, sizes=sizes, rows=rows)
+    # Until the serving decision, the table says none was made; rows measured before a failure are still written.
+    report = dict(machine_figures(), pipelining=pipelining, strategy=strategy, sizes=sizes, rows=rows,
+                  serve_rss_kib=None, fleet_serving=False, fleet_serving_why="the run stopped before deciding")
     try:
-        if os.environ.get("FLEET_FRESH", "yes") != "no":
+        if fresh_row_wanted(os.environ.get("FLEET_FRESH", "yes"), strategy):
             fresh_host(fleet, rows)
         host, rss = one_host(fleet, rows)
         serving, why = fleet_serves(os.environ.get("FLEET_SERVE", "auto"), rss, sizes, meminfo_kib("MemAvailable"))
@@ -395,7 +410,7 @@ def fleet_scale(_args):
     finally:
         fleet.close()
         # What was measured before a failure is kept, and said to be partial.
-        if "fleet_serving" in report:
+        if rows:
             write_results(report, rows, fleet)
     print(table_markdown(report))
     log("results in %s (fleet-scale.md, .json, .svg, logs/)" % RESULTS_DIR)

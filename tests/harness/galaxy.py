@@ -7,15 +7,16 @@
 3. Galaxy's ansible-test step: what galaxy-importer's own test container runs on an upload (the `ansible-test
    sanity` line of its entrypoint.sh, with the tests it skips there, on the ansible-core its Dockerfile installs),
    both read from the installed galaxy-importer, on the tarball's files. The container starts FROM a quay.io image
-   no machine of ours can pull, so the same command runs here in a venv, with every Python from 2.7 to 3.13 that
-   the container has found on PATH (pyenv's), and without `--failure-ok`: what Galaxy would show as a warning
-   fails here.
+   no machine of ours can pull, so the same command runs here in a venv, with pyenv's Pythons on PATH as the
+   image has its own (ansible-core 2.16's ansible-test uses 2.7 and 3.6 to 3.12 of them), and without
+   `--failure-ok`: what Galaxy would show as a warning fails here.
 4. ansible-test sanity (and the playbooks' syntax-check) on each ansible-core between the floor CI tests and the
    newest one it tests (BETWEEN_CORES), through tests/sanity/newest_core.py: meta/runtime.yml claims them all.
 5. A machine that never saw the checkout: a container from the execution environment's base image (Debian 12 with
    ansible-core from PyPI; nothing of this repository) that gets only the tarballs. The README's install line for
    the tarball runs there as written; its `-r requirements.yml` line cannot (Galaxy does not answer from our
-   machines), so the same collections are installed from the tarballs `make ee` packs. Then every playbook of the
+   machines), so the same collections are installed from the tarballs `make ee` packs. The build line runs on
+   this machine (with --force, into the same build/). Then every playbook of the
    collection is syntax-checked by its FQCN with the installed example inventory, and ansible-doc reads every
    module, filter and role.
 
@@ -129,22 +130,29 @@ def galaxy_sanity(tarball, core, arguments):
     info = yaml.safe_load((REPO_ROOT / "galaxy.yml").read_text())
     target = root / "ansible_collections" / info["namespace"] / info["name"]
     target.mkdir(parents=True)
-    with tarfile.open(tarball) as archive:
-        archive.extractall(target, filter="data")
-    requirements = next((TEST_VENV / "lib").glob("python*/site-packages/ansible_test/_internal/python_requirements.py"))
-    pip_version = re.search(r"\bpip='([0-9.]+)'", requirements.read_text()).group(1)
-    GET_PIP_CACHE.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(REPO_ROOT / "tests" / "sanity" / "get_pip_bootstrap.py",
-                 GET_PIP_CACHE / ("get_pip_%s.py" % pip_version.replace(".", "_")))
-    pythons = python_path()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
-    env.update(PATH="%s:%s:/usr/bin:/bin" % (bin_dir, pythons), ANSIBLE_COLLECTIONS_PATH="")
-    command = [str(bin_dir / "ansible-test"), "sanity", "--requirements", *arguments]
-    log_file = WORK_DIR / "ansible-test.log"
-    log("$ " + " ".join(command) + "  (in %s) > %s" % (target, log_file))
-    with open(log_file, "w", encoding="utf-8") as output:
-        result = subprocess.run(command, cwd=target, env=env, stdout=output, stderr=subprocess.STDOUT, check=False)
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        with tarfile.open(tarball) as archive:
+            # The data filter refuses links and paths out of the target (Python >= 3.11.4; .venv's is 3.11.7).
+            archive.extractall(target, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        requirements = next((TEST_VENV / "lib").glob(
+            "python*/site-packages/ansible_test/_internal/python_requirements.py"))
+        pip_version = re.search(r"\bpip='([0-9.]+)'", requirements.read_text())
+        if not pip_version:
+            sys.exit("harness: cannot read the pip version ansible-test pins in %s" % requirements)
+        GET_PIP_CACHE.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / "tests" / "sanity" / "get_pip_bootstrap.py",
+                     GET_PIP_CACHE / ("get_pip_%s.py" % pip_version.group(1).replace(".", "_")))
+        pythons = python_path()
+        env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+        env.update(PATH="%s:%s:/usr/bin:/bin" % (bin_dir, pythons), ANSIBLE_COLLECTIONS_PATH="")
+        command = [str(bin_dir / "ansible-test"), "sanity", "--requirements", *arguments]
+        log_file = WORK_DIR / "ansible-test.log"
+        log("$ " + " ".join(command) + "  (in %s) > %s" % (target, log_file))
+        with open(log_file, "w", encoding="utf-8") as output:
+            result = subprocess.run(command, cwd=target, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                    check=False)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     if "All targets skipped" in log_file.read_text():
         sys.exit("harness: ansible-test found nothing to test in %s (%s)" % (target, log_file))
     return result.returncode, log_file, sorted(path.name for path in pythons.iterdir())
@@ -165,10 +173,10 @@ def between_cores_sanity():
     return results
 
 
-def fresh_machine_script(tarball_name, playbooks):
-    """The shell script the fresh container runs: the README's install line, the dependencies, then the checks."""
-    lines = ["set -eux", "cd /root/work",
-             "ansible-galaxy collection install build/%s" % tarball_name,
+def fresh_machine_script(install_line, playbooks):
+    """The shell script the fresh container runs: the README's install line as written, the dependencies, then
+    the checks."""
+    lines = ["set -eux -o pipefail", "cd /root/work", install_line,
              # In place of `ansible-galaxy collection install -r requirements.yml` (Galaxy unreachable here).
              "ansible-galaxy collection install deps/*.tar.gz",
              "ansible-galaxy collection list",
@@ -185,16 +193,24 @@ def fresh_machine_script(tarball_name, playbooks):
 
 
 def readme_install_lines():
-    """The sh block of the README's "Installing" section, as written."""
+    """The commands of the sh block of the README's "Installing" section, as written (comments dropped)."""
     section = (REPO_ROOT / "README.md").read_text().split("## Installing", 1)[1]
-    return re.search(r"```sh\n(.*?)```", section, re.DOTALL).group(1).splitlines()
+    return [line.split("#", 1)[0].strip() for line in
+            re.search(r"```sh\n(.*?)```", section, re.DOTALL).group(1).splitlines()]
+
+
+def tarball_install_line(lines, tarball_name):
+    """The README's line that installs the built tarball; exits when there is none."""
+    install = [line for line in lines if line == "ansible-galaxy collection install build/%s" % tarball_name]
+    if len(install) != 1:
+        sys.exit("harness: the README's Installing block has no line `ansible-galaxy collection install build/%s`"
+                 % tarball_name)
+    return install[0]
 
 
 def fresh_machine(tarball):
     """The install on a container from the EE base image; returns (exit, log path)."""
-    install = [line for line in readme_install_lines() if "collection install build/" in line]
-    if not install or tarball.name not in install[0]:
-        sys.exit("harness: the README's install line %r does not install %s" % (install, tarball.name))
+    install = tarball_install_line(readme_install_lines(), tarball.name)
     with tempfile.TemporaryDirectory(prefix="arm-inference-galaxy-", dir="/var/tmp") as workdir:
         build_base(pip_site_config(workdir))
     build_collections()
@@ -206,7 +222,7 @@ def fresh_machine(tarball):
         if not path.name.startswith("arm_inference-"):
             shutil.copy2(path, staging / "deps")
     playbooks = sorted(path.stem for path in (REPO_ROOT / "playbooks").glob("*.yml"))
-    (staging / "check.sh").write_text(fresh_machine_script(tarball.name, playbooks))
+    (staging / "check.sh").write_text(fresh_machine_script(install, playbooks))
     log_file = WORK_DIR / "fresh-machine.log"
     # Only the tarballs and the script go in (a copy, not a mount of the checkout); no network is needed.
     result = subprocess.run(["podman", "run", "--rm", "--network", "none", "--volume", "%s:/root/work:ro" % staging,

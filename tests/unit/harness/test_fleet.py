@@ -163,3 +163,9 @@ def test_mitogen_is_pinned_exactly():
     lines = [line for line in (fleet.REPO_ROOT / "requirements-fleet.txt").read_text().splitlines()
              if line and not line.startswith("#")]
     assert lines and all(line.startswith("mitogen==") for line in lines)
+
+
+def test_no_fresh_row_under_mitogen_or_when_turned_off():
+    assert fleet.fresh_row_wanted("yes", "linear") and fleet.fresh_row_wanted("yes", "free")
+    assert not fleet.fresh_row_wanted("no", "linear")
+    assert not fleet.fresh_row_wanted("yes", "mitogen_linear")
