@@ -16,7 +16,7 @@ def test_the_modules_python_floor_is_declared_for_ansible_test():
 
 def test_every_directory_of_tests_is_left_out_by_name():
     ignored = set(yaml.safe_load((REPO_ROOT / "galaxy.yml").read_text())["build_ignore"])
-    # ansible-test's tests/output and Python's caches are gitignored (and ansible-galaxy leaves them out itself).
+    # ansible-test's output directory and Python's caches are gitignored (and ansible-galaxy leaves them out itself).
     directories = {"tests/" + path.name for path in (REPO_ROOT / "tests").iterdir() if path.is_dir()
                    and path.name not in ("__pycache__", "output")}
     assert directories <= ignored, "add %s to galaxy.yml's build_ignore" % sorted(directories - ignored)

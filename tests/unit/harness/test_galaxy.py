@@ -9,9 +9,9 @@ from harness import galaxy
 
 
 def test_the_importers_warnings_and_errors_are_findings():
-    log = ("Loading role vllm_serve\nWARNING: roles/x/meta/main.yml: no galaxy_info\nLinting collection via "
+    log = ("Loading role vllm_serve\nWARNING: roles/vllm_serve/meta/main.yml: no galaxy_info\nLinting collection via "
            "ansible-lint 26.10.1...\nERROR: something broke\nImporter processing completed successfully\n")
-    assert galaxy.importer_findings(log) == ["WARNING: roles/x/meta/main.yml: no galaxy_info", "ERROR: something broke"]
+    assert galaxy.importer_findings(log) == ["WARNING: roles/vllm_serve/meta/main.yml: no galaxy_info", "ERROR: something broke"]
     assert galaxy.importer_findings("Loading role vllm_serve\n...ansible-lint run complete\n") == []
 
 
