@@ -78,19 +78,25 @@ def pack_installed_collection(source, output_dir):
     return tarball
 
 
-def build_collections():
-    """The tarballs ee/requirements.yml names; the bundle's copies must be at requirements.yml's pins."""
-    shutil.rmtree(COLLECTIONS_DIR, ignore_errors=True)
-    COLLECTIONS_DIR.mkdir(parents=True)
-    run(["ansible-galaxy", "collection", "build", "--force", "--output-path", COLLECTIONS_DIR, REPO_ROOT],
-        stdout=subprocess.DEVNULL)
+def pack_requirements(output_dir):
+    """The tarballs of requirements.yml's collections in output_dir, packed from the bundle's copies, which must be
+    at requirements.yml's pins."""
     for entry in yaml.safe_load((REPO_ROOT / "requirements.yml").read_text())["collections"]:
         source = BUNDLE.joinpath(*entry["name"].split("."))
         version = json.loads((source / "MANIFEST.json").read_text())["collection_info"]["version"]
         if version != entry["version"]:
             sys.exit("harness: the ansible bundle in .venv carries %s %s, requirements.yml pins %s; run `make setup`"
                      % (entry["name"], version, entry["version"]))
-        pack_installed_collection(source, COLLECTIONS_DIR)
+        pack_installed_collection(source, output_dir)
+
+
+def build_collections():
+    """The tarballs ee/requirements.yml names: this collection, built, and requirements.yml's (pack_requirements)."""
+    shutil.rmtree(COLLECTIONS_DIR, ignore_errors=True)
+    COLLECTIONS_DIR.mkdir(parents=True)
+    run(["ansible-galaxy", "collection", "build", "--force", "--output-path", COLLECTIONS_DIR, REPO_ROOT],
+        stdout=subprocess.DEVNULL)
+    pack_requirements(COLLECTIONS_DIR)
     wanted = sorted(Path(item["name"]).name for item in
                     yaml.safe_load((REPO_ROOT / "ee" / "requirements.yml").read_text())["collections"])
     made = sorted(path.name for path in COLLECTIONS_DIR.glob("*.tar.gz"))

@@ -15,10 +15,10 @@
 5. A machine that never saw the checkout: a container from the execution environment's base image (Debian 12 with
    ansible-core from PyPI; nothing of this repository) that gets only the tarballs. The README's install line for
    the tarball runs there as written; its `-r requirements.yml` line cannot (Galaxy does not answer from our
-   machines), so the same collections are installed from the tarballs `make ee` packs. The build line runs on
-   this machine (with --force, into the same build/). Then every playbook of the
-   collection is syntax-checked by its FQCN with the installed example inventory, and ansible-doc reads every
-   module, filter and role.
+   machines), so the same collections are installed from tarballs packed as `make ee` packs them (ee.py's
+   pack_requirements). The build line runs on this machine (with --force, into the same build/). Then every
+   playbook of the collection is syntax-checked by its FQCN with the installed example inventory, and ansible-doc
+   reads every module, filter and role.
 
 Figures and the logs go to .cache/galaxy/ (galaxy.json).
 """
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.ee import BASE_TAG, COLLECTIONS_DIR, build_base, build_collections, pip_site_config
+from harness.ee import BASE_TAG, build_base, pack_requirements, pip_site_config
 from harness.machine import CACHE_DIR, REPO_ROOT, log, require_root
 
 WORK_DIR = CACHE_DIR / "galaxy"
@@ -213,14 +213,11 @@ def fresh_machine(tarball):
     install = tarball_install_line(readme_install_lines(), tarball.name)
     with tempfile.TemporaryDirectory(prefix="arm-inference-galaxy-", dir="/var/tmp") as workdir:
         build_base(pip_site_config(workdir))
-    build_collections()
     staging = WORK_DIR / "fresh"
     (staging / "build").mkdir(parents=True)
     (staging / "deps").mkdir()
     shutil.copy2(tarball, staging / "build")
-    for path in COLLECTIONS_DIR.glob("*.tar.gz"):
-        if not path.name.startswith("arm_inference-"):
-            shutil.copy2(path, staging / "deps")
+    pack_requirements(staging / "deps")
     playbooks = sorted(path.stem for path in (REPO_ROOT / "playbooks").glob("*.yml"))
     (staging / "check.sh").write_text(fresh_machine_script(install, playbooks))
     log_file = WORK_DIR / "fresh-machine.log"
