@@ -329,6 +329,22 @@ def test_the_gateway_makes_its_probe_key_root_only_once_and_shows_it_nowhere(hos
     assert host.exec("cat " + PROBE_KEY).stdout.strip() == key
     assert key not in output + rerun and "7c41f0d9a2b85e36c1d4f9087ab2e5c3" not in output + rerun
 
+    # A changed client key is written with the gateway's other files in one module run (file_set): with --diff and
+    # -v, the run shows what changed in the plain files and neither key, old or new; HAProxy reloads (its master
+    # stays) and takes it.
+    master = host.exec("systemctl show -P MainPID haproxy").stdout.strip()
+    rotated = dict(gateway, vllm_gateway_api_keys=[{"name": "ops", "key": "d93e0b7a61c24f58a0e7b3c9d1f6a2e8"}])
+    result = host.playbook(tmp_path, "arm_inference.vllm.vllm_gateway", rotated, options=("--diff", "-v"))
+    shown = result.stdout + result.stderr
+    # Two changes: the file set and HAProxy's reload.
+    assert result.returncode == 0 and "changed=2" in shown, shown[-3000:]
+    assert host.exec("systemctl show -P MainPID haproxy").stdout.strip() == master != "0"
+    assert "/etc/haproxy/vllm-gateway/clients.map" in shown
+    digest = hashlib.sha256(b"d93e0b7a61c24f58a0e7b3c9d1f6a2e8").hexdigest()
+    for secret in (key, "7c41f0d9a2b85e36c1d4f9087ab2e5c3", "d93e0b7a61c24f58a0e7b3c9d1f6a2e8", digest):
+        assert secret not in shown
+    assert "%s ops" % digest in host.exec("cat /etc/haproxy/vllm-gateway/clients.map").stdout
+
 
 CLASS_PLAY = """
 - hosts: all

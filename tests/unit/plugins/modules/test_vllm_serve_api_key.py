@@ -41,17 +41,9 @@ def test_two_hosts_get_different_keys(capsys, tmp_path):
     assert len(keys) == 2
 
 
-def test_the_temporary_file_is_private_before_the_key_is_written(tmp_path, monkeypatch):
-    modes = []
-    real_fdopen = os.fdopen
-
-    def watching(handle, *args, **kwargs):
-        modes.append(stat.S_IMODE(os.fstat(handle).st_mode))
-        return real_fdopen(handle, *args, **kwargs)
-
-    monkeypatch.setattr(os, "fdopen", watching)
+def test_the_temporary_file_is_private_before_the_key_is_written(tmp_path, fdopen_modes):
     vllm_serve_api_key.write_key(str(tmp_path / "key"))
-    assert modes == [0o600]
+    assert fdopen_modes == [0o600]
 
 
 def test_an_empty_file_gets_a_key_and_a_wider_mode_is_narrowed(capsys, tmp_path):

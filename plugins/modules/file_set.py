@@ -1,0 +1,273 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: file_set
+short_description: Write a role's set of files, and their directories, in one module run
+version_added: 0.1.0
+description:
+  - Makes each of O(directories), then writes each of O(files), in the order given, with the content given and
+    the owner, group and mode given. A file whose content, owner, group and mode already match is left alone, so a
+    converged host changes nothing.
+  - One module run for what would be two per file with M(ansible.builtin.copy) or M(ansible.builtin.template)
+    (a stat, then the copy or a file run for the attributes), so a converged re-run of a role that writes ten
+    files spends one round trip on them instead of twenty.
+  - New content goes to a temporary file in the same directory, private (0600) from its creation, which gets
+    the wanted owner, group and mode and passes O(files[].validate) before it is renamed over the file, so a
+    reader sees the old file or the new one, never a part of it, and a secret is never readable by anyone else.
+  - When a file fails validation, it is left as it was and the module fails; the files before it in the list
+    stay written (as a task per file would leave them).
+  - Last, removes each file of O(absent) that exists.
+options:
+  directories:
+    description: Directories made (with their parents) before any file is written.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the directory.
+        type: path
+        required: true
+      owner:
+        description: Owner of the directory.
+        type: str
+        default: root
+      group:
+        description: Group of the directory.
+        type: str
+        default: root
+      mode:
+        description: Mode of the directory, an octal string such as C("0755").
+        type: str
+        required: true
+  files:
+    description: Files written in order, each with exactly one of O(files[].content) and O(files[].secret_content).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the file; its directory must exist or be one of O(directories).
+        type: path
+        required: true
+      content:
+        description: What the file holds; shown in C(--diff).
+        type: str
+      secret_content:
+        description: What the file holds when it is a secret (a key, a key map); never shown, in no diff or result.
+        type: str
+      owner:
+        description: Owner of the file.
+        type: str
+        default: root
+      group:
+        description: Group of the file.
+        type: str
+        default: root
+      mode:
+        description: Mode of the file, an octal string such as C("0644").
+        type: str
+        required: true
+      validate:
+        description:
+          - A command that must succeed on the new content before it replaces the file; C(%s) is the temporary
+            file's path (as M(ansible.builtin.copy)'s C(validate)). Run only when the content changes.
+        type: str
+  absent:
+    description: Files (or symbolic links) removed after the files are written; a path that does not exist is fine.
+    type: list
+    elements: path
+    default: []
+author:
+  - Arm Inference maintainers (@arm-inference)
+notes:
+  - Supports check mode (reports what would change, writes nothing, validates nothing) and diff mode (the content
+    of each changed file given as O(files[].content)).
+  - A file's path that is a symbolic link is replaced by a regular file, as M(ansible.builtin.copy) does by default.
+"""
+
+EXAMPLES = r"""
+- name: Write the gateway's key map and configuration, the configuration checked by haproxy -c
+  arm_inference.vllm.file_set:
+    directories:
+      - {path: /etc/haproxy/vllm, mode: "0700"}
+    files:
+      - path: /etc/haproxy/vllm/clients.map
+        secret_content: "{{ client_map }}"
+        mode: "0600"
+      - path: /etc/haproxy/haproxy.cfg
+        content: "{{ lookup('ansible.builtin.template', 'haproxy.cfg.j2') }}"
+        mode: "0644"
+        validate: haproxy -c -f %s
+  register: written
+"""
+
+RETURN = r"""
+changed_paths:
+  description: The directories and files made, changed (content, owner, group or mode) or removed, in the order handled.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/haproxy/vllm/clients.map"]
+"""
+
+import os
+import re
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+OCTAL_MODE = re.compile(r"^0?[0-7]{3,4}$")
+
+
+def problems(directories, files, absent=()):
+    """One line per bad entry (paths not absolute, modes not octal strings, content given twice or not at all)."""
+    found = ["file_set: absent[%d] (%s): path must be absolute" % (index, path)
+             for index, path in enumerate(absent) if not os.path.isabs(path)]
+    for kind, entries in (("directories", directories), ("files", files)):
+        for index, entry in enumerate(entries):
+            where = "file_set: %s[%d] (%s)" % (kind, index, entry["path"])
+            if not os.path.isabs(entry["path"]):
+                found.append("%s: path must be absolute" % where)
+            if not OCTAL_MODE.match(entry["mode"] or ""):
+                found.append("%s: mode must be an octal string such as \"0644\" (got %s)" % (where, entry["mode"]))
+            if kind == "files" and (entry["content"] is None) == (entry["secret_content"] is None):
+                found.append("%s: give exactly one of content and secret_content" % where)
+    return found
+
+
+def wanted_bytes(entry):
+    text = entry["content"] if entry["content"] is not None else entry["secret_content"]
+    return text.encode("utf-8")
+
+
+def current_bytes(path):
+    """The file's bytes, or None when there is no regular file at `path` (missing, or a symbolic link)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(path)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def attributes(module, path, entry):
+    """What AnsibleModule.set_fs_attributes_if_different takes for `path` with the entry's owner, group and mode
+    (the SELinux context left to the host's policy, as copy leaves it without se* options)."""
+    return module.load_file_common_arguments({"owner": entry["owner"], "group": entry["group"],
+                                              "mode": entry["mode"]}, path=path)
+
+
+def make_directory(module, entry):
+    """Makes the directory (and its parents) when missing; returns whether anything changed."""
+    path = entry["path"]
+    if os.path.lexists(path) and not os.path.isdir(path):
+        module.fail_json(msg="file_set: %s exists and is not a directory" % path)
+    if not os.path.isdir(path):
+        if module.check_mode:
+            return True
+        os.makedirs(path, mode=0o700)
+        return module.set_fs_attributes_if_different(attributes(module, path, entry), True)
+    return module.set_fs_attributes_if_different(attributes(module, path, entry), False)
+
+
+def replace_file(module, entry, data):
+    """Writes `data` to a private temporary file next to the file, gives it the entry's owner, group and mode,
+    validates it, then renames it over the file."""
+    path = entry["path"]
+    handle, temporary = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=os.path.dirname(path))
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        module.set_fs_attributes_if_different(attributes(module, temporary, entry), True)
+        if entry["validate"]:
+            if "%s" not in entry["validate"]:
+                module.fail_json(msg="file_set: files (%s): validate must contain %%s, the new file's path (got %s)"
+                                 % (path, entry["validate"]))
+            rc, out, err = module.run_command(entry["validate"] % temporary)
+            if rc != 0:
+                module.fail_json(msg="file_set: %s was left as it was: its new content failed `%s` (exit %d): %s"
+                                 % (path, entry["validate"], rc, (err or out).strip()[-2000:]))
+        os.replace(temporary, path)
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def write_file(module, entry, diffs):
+    """Writes the file when its content differs, then its attributes; returns whether anything changed."""
+    path = entry["path"]
+    data = wanted_bytes(entry)
+    try:
+        before = current_bytes(path)
+    except IsADirectoryError:
+        module.fail_json(msg="file_set: %s is a directory, not a file" % path)
+    if before == data:
+        return module.set_fs_attributes_if_different(attributes(module, path, entry), False)
+    if entry["content"] is not None and module._diff:
+        diffs.append({"before_header": path, "after_header": path,
+                      "before": "" if before is None else before.decode("utf-8", "replace"), "after": entry["content"]})
+    if module.check_mode:
+        return True
+    if not os.path.isdir(os.path.dirname(path)):
+        module.fail_json(msg="file_set: the directory of %s does not exist; list it under directories" % path)
+    replace_file(module, entry, data)
+    return True
+
+
+def remove_file(module, path):
+    """Removes the file or symbolic link at `path` when there is one; returns whether anything changed."""
+    if not os.path.lexists(path):
+        return False
+    if os.path.isdir(path) and not os.path.islink(path):
+        module.fail_json(msg="file_set: absent (%s) is a directory; only files are removed" % path)
+    if not module.check_mode:
+        os.unlink(path)
+    return True
+
+
+def main():
+    entry_common = {"path": {"type": "path", "required": True}, "owner": {"type": "str", "default": "root"},
+                    "group": {"type": "str", "default": "root"}, "mode": {"type": "str", "required": True}}
+    module = AnsibleModule(
+        argument_spec={
+            "directories": {"type": "list", "elements": "dict", "default": [], "options": dict(entry_common)},
+            "files": {"type": "list", "elements": "dict", "default": [], "options": dict(
+                entry_common, content={"type": "str"}, secret_content={"type": "str", "no_log": True},
+                validate={"type": "str"})},
+            "absent": {"type": "list", "elements": "path", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    found = problems(module.params["directories"], module.params["files"], module.params["absent"])
+    if found:
+        module.fail_json(msg="; ".join(found))
+    changed_paths, diffs = [], []
+    for entry in module.params["directories"]:
+        if make_directory(module, entry):
+            changed_paths.append(entry["path"])
+    for entry in module.params["files"]:
+        if write_file(module, entry, diffs):
+            changed_paths.append(entry["path"])
+    changed_paths.extend(path for path in module.params["absent"] if remove_file(module, path))
+    result = {"changed": bool(changed_paths), "changed_paths": changed_paths}
+    if diffs:
+        result["diff"] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

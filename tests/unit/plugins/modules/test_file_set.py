@@ -1,0 +1,165 @@
+"""file_set on a real directory: one run writes what differs, leaves what matches, keeps secrets out of its result
+and never lets a reader see a half-written or unvalidated file."""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import stat
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.arm_inference.vllm.plugins.modules import file_set
+
+OWNER = pwd.getpwuid(os.getuid()).pw_name
+GROUP = grp.getgrgid(os.getgid()).gr_name
+
+
+def run_module(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            file_set.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def entry(path, mode="0644", **fields):
+    return dict({"path": str(path), "owner": OWNER, "group": GROUP, "mode": mode}, **fields)
+
+
+def test_a_new_set_is_written_then_a_rerun_changes_nothing(capsys, tmp_path):
+    directory = tmp_path / "conf" / "deep"
+    files = [entry(directory / "routes.map", content="/v1/models GET\n"),
+             entry(directory / "clients.map", mode="0600", secret_content="key-one client\n")]
+    first = run_module(capsys, directories=[entry(directory, mode="0750")], files=files)
+    assert first["changed"] and first["changed_paths"] == [str(directory)] + [item["path"] for item in files]
+    assert (directory / "routes.map").read_text() == "/v1/models GET\n"
+    assert stat.S_IMODE((directory / "clients.map").stat().st_mode) == 0o600
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o750
+    again = run_module(capsys, directories=[entry(directory, mode="0750")], files=files)
+    assert not again["changed"] and again["changed_paths"] == []
+    assert sorted(os.listdir(directory)) == ["clients.map", "routes.map"]
+
+
+def test_only_what_differs_is_reported(capsys, tmp_path):
+    same, other, loose = tmp_path / "same", tmp_path / "other", tmp_path / "loose"
+    same.write_text("a\n")
+    other.write_text("old\n")
+    loose.write_text("b\n")
+    for path in (same, other):
+        path.chmod(0o644)
+    loose.chmod(0o666)
+    result = run_module(capsys, files=[entry(same, content="a\n"), entry(other, content="new\n"),
+                                       entry(loose, content="b\n")])
+    assert result["changed_paths"] == [str(other), str(loose)]
+    assert other.read_text() == "new\n" and stat.S_IMODE(loose.stat().st_mode) == 0o644
+
+
+def test_a_secret_is_in_no_result_and_no_diff_and_private_from_its_first_byte(capsys, tmp_path, fdopen_modes):
+    path = tmp_path / "upstream.map"
+    path.write_text("vllm old-secret-value\n")
+    with patch_module_args({"files": [entry(path, mode="0600", secret_content="vllm new-secret-value\n")],
+                            "_ansible_diff": True}):
+        with pytest.raises(SystemExit):
+            file_set.main()
+    out = capsys.readouterr().out
+    assert "secret-value" not in out and "diff" not in json.loads(out)
+    assert fdopen_modes == [0o600]
+    assert path.read_text() == "vllm new-secret-value\n"
+
+
+def test_diff_mode_shows_a_plain_file_before_and_after(capsys, tmp_path):
+    path = tmp_path / "haproxy.cfg"
+    path.write_text("global\n")
+    result = run_module(capsys, files=[entry(path, content="global\n  maxconn 64\n")], _ansible_diff=True)
+    assert result["diff"] == [{"before_header": str(path), "after_header": str(path), "before": "global\n",
+                               "after": "global\n  maxconn 64\n"}]
+
+
+def test_check_mode_writes_nothing_and_says_what_would_change(capsys, tmp_path):
+    directory = tmp_path / "new"
+    existing = tmp_path / "existing"
+    existing.write_text("old\n")
+    result = run_module(capsys, directories=[entry(directory, mode="0755")],
+                        files=[entry(directory / "a", content="x"), entry(existing, content="new\n")],
+                        _ansible_check_mode=True)
+    assert result["changed_paths"] == [str(directory), str(directory / "a"), str(existing)]
+    assert not directory.exists() and existing.read_text() == "old\n"
+
+
+def test_content_that_fails_validation_leaves_the_file_and_the_files_before_it_are_written(capsys, tmp_path):
+    first, checked = tmp_path / "clients.map", tmp_path / "haproxy.cfg"
+    checked.write_text("good\n")
+    result = run_module(capsys, files=[
+        entry(first, content="one\n"),
+        entry(checked, content="bad\n", validate="grep -q good %s")])
+    assert result["failed"] and "%s was left as it was" % checked in result["msg"]
+    assert checked.read_text() == "good\n" and first.read_text() == "one\n"
+    assert sorted(os.listdir(tmp_path)) == ["clients.map", "haproxy.cfg"]
+
+
+def test_validation_sees_the_new_content_with_its_final_mode(capsys, tmp_path):
+    checked = tmp_path / "unit.service"
+    result = run_module(capsys, files=[entry(checked, mode="0640", content="good\n",
+                                             validate="sh -c 'grep -q good \"$0\" && test \"$(stat -c %%a \"$0\")\" = 640' %s")])
+    assert not result.get("failed"), result
+    assert checked.read_text() == "good\n"
+
+
+def test_a_symbolic_link_is_replaced_by_a_file_and_its_target_is_untouched(capsys, tmp_path):
+    target, link = tmp_path / "target", tmp_path / "link"
+    target.write_text("keep\n")
+    link.symlink_to(target)
+    result = run_module(capsys, files=[entry(link, content="keep\n")])
+    assert result["changed_paths"] == [str(link)]
+    assert not link.is_symlink() and target.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("files, directories, wanted", [
+    ([{"path": "relative", "mode": "0644", "content": ""}], [], "files[0] (relative): path must be absolute"),
+    ([{"path": "/x", "mode": "644x", "content": ""}], [], "files[0] (/x): mode must be an octal string"),
+    ([{"path": "/x", "mode": "0644"}], [], "files[0] (/x): give exactly one of content and secret_content"),
+    ([{"path": "/x", "mode": "0644", "content": "a", "secret_content": "b"}], [],
+     "files[0] (/x): give exactly one of content and secret_content"),
+    ([], [{"path": "/d", "mode": "rwx"}], "directories[0] (/d): mode must be an octal string"),
+])
+def test_bad_entries_are_refused_before_anything_is_written(capsys, tmp_path, files, directories, wanted):
+    (tmp_path / "f").write_text("x")
+    result = run_module(capsys, files=files, directories=directories, absent=[str(tmp_path / "f")])
+    assert result["failed"] and wanted in result["msg"]
+    assert os.listdir(tmp_path) == ["f"]
+
+
+def test_a_relative_absent_path_is_refused(capsys):
+    result = run_module(capsys, absent=["api_key"])
+    assert result["failed"] and "absent[0] (api_key): path must be absolute" in result["msg"]
+
+
+def test_a_missing_directory_is_named_and_a_directory_in_the_way_refused(capsys, tmp_path):
+    missing = run_module(capsys, files=[entry(tmp_path / "nowhere" / "f", content="x")])
+    assert missing["failed"] and "list it under directories" in missing["msg"]
+    (tmp_path / "dir").mkdir()
+    blocked = run_module(capsys, files=[entry(tmp_path / "dir", content="x")])
+    assert blocked["failed"] and "is a directory, not a file" in blocked["msg"]
+
+
+def test_absent_files_are_removed_after_the_writes_and_a_missing_one_is_fine(capsys, tmp_path):
+    stale, link, kept = tmp_path / "api_key", tmp_path / "ca.pem", tmp_path / "pip.conf"
+    stale.write_text("old-key\n")
+    link.symlink_to(tmp_path / "nowhere")
+    result = run_module(capsys, files=[entry(kept, content="[global]\n")],
+                        absent=[str(stale), str(link), str(tmp_path / "never-there")])
+    assert result["changed_paths"] == [str(kept), str(stale), str(link)]
+    assert os.listdir(tmp_path) == ["pip.conf"]
+    assert not run_module(capsys, files=[entry(kept, content="[global]\n")], absent=[str(stale)])["changed"]
+
+
+def test_absent_refuses_a_directory_and_check_mode_removes_nothing(capsys, tmp_path):
+    (tmp_path / "dir").mkdir()
+    refused = run_module(capsys, absent=[str(tmp_path / "dir")])
+    assert refused["failed"] and "is a directory; only files are removed" in refused["msg"]
+    (tmp_path / "stale").write_text("x")
+    checked = run_module(capsys, absent=[str(tmp_path / "stale")], _ansible_check_mode=True)
+    assert checked["changed_paths"] == [str(tmp_path / "stale")] and (tmp_path / "stale").exists()
