@@ -25,7 +25,9 @@ description:
   - Last, removes each file of O(absent) that exists.
 options:
   directories:
-    description: Directories made (with their parents) before any file is written.
+    description:
+      - Directories made before any file is written; a missing parent is made with the same owner, group and mode,
+        as M(ansible.builtin.file) makes it.
     type: list
     elements: dict
     default: []
@@ -169,17 +171,29 @@ def attributes(module, path, entry):
                                               "mode": entry["mode"]}, path=path)
 
 
+def missing_directories(path):
+    """`path` and its missing parents, outermost first."""
+    missing = []
+    while not os.path.isdir(path):
+        missing.insert(0, path)
+        path = os.path.dirname(path)
+    return missing
+
+
 def make_directory(module, entry):
-    """Makes the directory (and its parents) when missing; returns whether anything changed."""
+    """Makes the directory when missing, and each missing parent with the same owner, group and mode (as
+    ansible.builtin.file does: a parent only its creator could enter would lock the directory's owner out);
+    returns whether anything changed."""
     path = entry["path"]
     if os.path.lexists(path) and not os.path.isdir(path):
         module.fail_json(msg="file_set: %s exists and is not a directory" % path)
-    if not os.path.isdir(path):
-        if module.check_mode:
-            return True
-        os.makedirs(path, mode=0o700)
-        return module.set_fs_attributes_if_different(attributes(module, path, entry), True)
-    return module.set_fs_attributes_if_different(attributes(module, path, entry), False)
+    missing = missing_directories(path)
+    if missing and module.check_mode:
+        return True
+    for directory in missing:
+        os.mkdir(directory, 0o700)
+        module.set_fs_attributes_if_different(attributes(module, directory, entry), True)
+    return module.set_fs_attributes_if_different(attributes(module, path, entry), bool(missing))
 
 
 def replace_file(module, entry, data):

@@ -163,3 +163,13 @@ def test_absent_refuses_a_directory_and_check_mode_removes_nothing(capsys, tmp_p
     (tmp_path / "stale").write_text("x")
     checked = run_module(capsys, absent=[str(tmp_path / "stale")], _ansible_check_mode=True)
     assert checked["changed_paths"] == [str(tmp_path / "stale")] and (tmp_path / "stale").exists()
+
+
+def test_missing_parents_get_the_directory_s_owner_and_mode_as_the_file_module_gives_them(capsys, tmp_path):
+    """A venv at /opt/vllm/venv on a host without /opt/vllm: the parent must be enterable by the venv's user (the
+    build user makes its releases under /opt/vllm), not left private to root."""
+    venv = tmp_path / "opt" / "vllm" / "venv"
+    result = run_module(capsys, directories=[entry(venv, mode="0755")])
+    assert result["changed_paths"] == [str(venv)]
+    for path in (tmp_path / "opt", tmp_path / "opt" / "vllm", venv):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o755, path
