@@ -45,8 +45,8 @@ options:
         type: str
         default: root
       mode:
-        description: Mode of the directory, an octal string such as C("0755").
-        type: str
+        description: Mode of the directory, an octal string such as C("0755") (an integer is taken as the number it is).
+        type: raw
         required: true
   files:
     description: Files written in order, each with exactly one of O(files[].content) and O(files[].secret_content).
@@ -62,7 +62,9 @@ options:
         description: What the file holds; shown in C(--diff).
         type: str
       secret_content:
-        description: What the file holds when it is a secret (a key, a key map); never shown, in no diff or result.
+        description:
+          - What the file holds when it is a secret (a key, a key map); never shown, in no diff or result, and a
+            failed O(files[].validate) reports only its exit code.
         type: str
       owner:
         description: Owner of the file.
@@ -73,8 +75,8 @@ options:
         type: str
         default: root
       mode:
-        description: Mode of the file, an octal string such as C("0644").
-        type: str
+        description: Mode of the file, an octal string such as C("0644") (an integer is taken as the number it is).
+        type: raw
         required: true
       validate:
         description:
@@ -91,7 +93,10 @@ author:
 notes:
   - Supports check mode (reports what would change, writes nothing, validates nothing) and diff mode (the content
     of each changed file given as O(files[].content)).
-  - A file's path that is a symbolic link is replaced by a regular file, as M(ansible.builtin.copy) does by default.
+  - A file's path that is a symbolic link is replaced by a regular file, as M(ansible.builtin.copy) does by default;
+    a directory's path that is a symbolic link is followed, as M(ansible.builtin.file) follows it.
+  - On a host with SELinux a new content keeps the file's context (a new file gets the policy's default); ACLs and
+    other extended attributes of the old file are not carried over.
 """
 
 EXAMPLES = r"""
@@ -119,7 +124,9 @@ changed_paths:
   sample: ["/etc/haproxy/vllm/clients.map"]
 """
 
+import grp
 import os
+import pwd
 import re
 import stat
 import tempfile
@@ -129,8 +136,19 @@ from ansible.module_utils.basic import AnsibleModule
 OCTAL_MODE = re.compile(r"^0?[0-7]{3,4}$")
 
 
+def octal_mode(mode):
+    """The mode as an octal string: a string as given, an integer (YAML's unquoted 0644 is 420) as the number it is;
+    None when it is neither an octal string nor an integer."""
+    if isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode <= 0o7777:
+        return "%04o" % mode
+    if isinstance(mode, str) and OCTAL_MODE.match(mode):
+        return mode
+    return None
+
+
 def problems(directories, files, absent=()):
-    """One line per bad entry (paths not absolute, modes not octal strings, content given twice or not at all)."""
+    """One line per bad entry (paths not absolute, modes not octal, content given twice or not at all, a validate
+    command without %s)."""
     found = ["file_set: absent[%d] (%s): path must be absolute" % (index, path)
              for index, path in enumerate(absent) if not os.path.isabs(path)]
     for kind, entries in (("directories", directories), ("files", files)):
@@ -138,11 +156,23 @@ def problems(directories, files, absent=()):
             where = "file_set: %s[%d] (%s)" % (kind, index, entry["path"])
             if not os.path.isabs(entry["path"]):
                 found.append("%s: path must be absolute" % where)
-            if not OCTAL_MODE.match(entry["mode"] or ""):
+            if octal_mode(entry["mode"]) is None:
                 found.append("%s: mode must be an octal string such as \"0644\" (got %s)" % (where, entry["mode"]))
             if kind == "files" and (entry["content"] is None) == (entry["secret_content"] is None):
                 found.append("%s: give exactly one of content and secret_content" % where)
+            if kind == "files" and entry["validate"] and "%s" not in entry["validate"]:
+                found.append("%s: validate must contain %%s, the new file's path (got %s)" % (where, entry["validate"]))
     return found
+
+
+def normalized(params):
+    """The entries with paths normalized (a trailing slash, "//" or "/./" dropped) and modes as octal strings."""
+    for kind in ("directories", "files"):
+        for entry in params[kind]:
+            entry["path"] = os.path.normpath(entry["path"])
+            entry["mode"] = octal_mode(entry["mode"]) or entry["mode"]
+    params["absent"] = [os.path.normpath(path) for path in params["absent"]]
+    return params
 
 
 def wanted_bytes(entry):
@@ -151,17 +181,22 @@ def wanted_bytes(entry):
 
 
 def current_bytes(path):
-    """The file's bytes, or None when there is no regular file at `path` (missing, or a symbolic link)."""
+    """The file's bytes, or None when there is no regular file at `path` (missing, a symbolic link, a FIFO...).
+    Opened without following a link and checked on the open descriptor, so a link or FIFO swapped in after a check
+    is never read (its target could be a root-only file that a diff would show)."""
     try:
-        info = os.lstat(path)
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
-    if stat.S_ISDIR(info.st_mode):
-        raise IsADirectoryError(path)
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    with open(path, "rb") as handle:
-        return handle.read()
+    except OSError as error:
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise IsADirectoryError(path) from error
+        return None  # ELOOP: a symbolic link, replaced by the new file
+    with os.fdopen(handle, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(path)
+        return stream.read() if stat.S_ISREG(info.st_mode) else None
 
 
 def attributes(module, path, entry):
@@ -196,25 +231,50 @@ def make_directory(module, entry):
     return module.set_fs_attributes_if_different(attributes(module, path, entry), bool(missing))
 
 
+def ids(module, entry):
+    """The entry's owner and group as numbers; fails naming the one the host does not have."""
+    try:
+        uid = pwd.getpwnam(entry["owner"]).pw_uid
+    except KeyError:
+        module.fail_json(msg="file_set: the owner %s of %s does not exist on the host" % (entry["owner"], entry["path"]))
+    try:
+        gid = grp.getgrnam(entry["group"]).gr_gid
+    except KeyError:
+        module.fail_json(msg="file_set: the group %s of %s does not exist on the host" % (entry["group"], entry["path"]))
+    return uid, gid
+
+
+def selinux_context(module, path):
+    """The context the file gets on a host with SELinux: the existing file's, else the policy's default for the
+    path (as ansible.builtin.copy's atomic move gives them); None without SELinux."""
+    if not module.selinux_enabled():
+        return None
+    return module.selinux_context(path) if os.path.lexists(path) else module.selinux_default_context(path)
+
+
 def replace_file(module, entry, data):
-    """Writes `data` to a private temporary file next to the file, gives it the entry's owner, group and mode,
-    validates it, then renames it over the file."""
+    """Writes `data` to a private temporary file next to the file, gives it the entry's owner, group and mode on its
+    open descriptor (never by a path someone could swap), validates it, then renames it over the file."""
     path = entry["path"]
+    uid, gid = ids(module, entry)
     handle, temporary = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=os.path.dirname(path))
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
-        module.set_fs_attributes_if_different(attributes(module, temporary, entry), True)
+            os.fchown(stream.fileno(), uid, gid)
+            os.fchmod(stream.fileno(), int(entry["mode"], 8))
+        context = selinux_context(module, path)
+        if context is not None:
+            module.set_context_if_different(temporary, context, False)
         if entry["validate"]:
-            if "%s" not in entry["validate"]:
-                module.fail_json(msg="file_set: files (%s): validate must contain %%s, the new file's path (got %s)"
-                                 % (path, entry["validate"]))
             rc, out, err = module.run_command(entry["validate"] % temporary)
             if rc != 0:
-                module.fail_json(msg="file_set: %s was left as it was: its new content failed `%s` (exit %d): %s"
-                                 % (path, entry["validate"], rc, (err or out).strip()[-2000:]))
+                # A secret's validator may print what it read: its exit code alone.
+                said = "" if entry["secret_content"] is not None else ": " + (err or out).strip()[-2000:]
+                module.fail_json(msg="file_set: %s was left as it was: its new content failed `%s` (exit %d)%s"
+                                 % (path, entry["validate"], rc, said))
         os.replace(temporary, path)
     finally:
         if os.path.lexists(temporary):
@@ -255,7 +315,7 @@ def remove_file(module, path):
 
 def main():
     entry_common = {"path": {"type": "path", "required": True}, "owner": {"type": "str", "default": "root"},
-                    "group": {"type": "str", "default": "root"}, "mode": {"type": "str", "required": True}}
+                    "group": {"type": "str", "default": "root"}, "mode": {"type": "raw", "required": True}}
     module = AnsibleModule(
         argument_spec={
             "directories": {"type": "list", "elements": "dict", "default": [], "options": dict(entry_common)},
@@ -266,7 +326,8 @@ def main():
         },
         supports_check_mode=True,
     )
-    found = problems(module.params["directories"], module.params["files"], module.params["absent"])
+    params = normalized(module.params)
+    found = problems(params["directories"], params["files"], params["absent"])
     if found:
         module.fail_json(msg="; ".join(found))
     changed_paths, diffs = [], []

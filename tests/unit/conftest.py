@@ -9,9 +9,12 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,3 +41,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "upstream: reads vLLM's real sdists from PyPI (cached under .cache/upstream-sdists); needs the network")
+
+
+@pytest.fixture
+def fdopen_modes(monkeypatch):
+    """The mode of every file descriptor os.fdopen is given, in order: a module that writes a secret must have made
+    its temporary file private before the first byte goes in."""
+    modes = []
+    real_fdopen = os.fdopen
+
+    def watching(handle, *args, **kwargs):
+        modes.append(stat.S_IMODE(os.fstat(handle).st_mode))
+        return real_fdopen(handle, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fdopen", watching)
+    return modes

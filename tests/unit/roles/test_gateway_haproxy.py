@@ -617,7 +617,7 @@ def _renewal_wanted(directory):
     environment.tests["changed"] = lambda result: result["changed"]
     condition = environment.compile_expression(_self_signed_task("Make the self-signed certificate and key")["when"])
     return bool(condition(__vllm_gateway_validity={"rc": check.returncode, "stdout": check.stdout},
-                          __vllm_gateway_san_file={"changed": False}))
+                          __vllm_gateway_names_changed=False))
 
 
 def test_a_ca_certificate_an_earlier_version_made_is_made_again_as_a_leaf(tmp_path):

@@ -60,13 +60,15 @@ def test_only_what_differs_is_reported(capsys, tmp_path):
 def test_a_secret_is_in_no_result_and_no_diff_and_private_from_its_first_byte(capsys, tmp_path, fdopen_modes):
     path = tmp_path / "upstream.map"
     path.write_text("vllm old-secret-value\n")
+    path.chmod(0o644)
     with patch_module_args({"files": [entry(path, mode="0600", secret_content="vllm new-secret-value\n")],
                             "_ansible_diff": True}):
         with pytest.raises(SystemExit):
             file_set.main()
     out = capsys.readouterr().out
     assert "secret-value" not in out and "diff" not in json.loads(out)
-    assert fdopen_modes == [0o600]
+    # The old file (0644) is read first; the temporary file is private from its creation.
+    assert fdopen_modes == [0o644, 0o600]
     assert path.read_text() == "vllm new-secret-value\n"
 
 
@@ -95,7 +97,7 @@ def test_content_that_fails_validation_leaves_the_file_and_the_files_before_it_a
     result = run_module(capsys, files=[
         entry(first, content="one\n"),
         entry(checked, content="bad\n", validate="grep -q good %s")])
-    assert result["failed"] and "%s was left as it was" % checked in result["msg"]
+    assert result["failed"] and "%s was left as it was" % checked in result["msg"] and "exit 1" in result["msg"]
     assert checked.read_text() == "good\n" and first.read_text() == "one\n"
     assert sorted(os.listdir(tmp_path)) == ["clients.map", "haproxy.cfg"]
 
@@ -124,6 +126,8 @@ def test_a_symbolic_link_is_replaced_by_a_file_and_its_target_is_untouched(capsy
     ([{"path": "/x", "mode": "0644", "content": "a", "secret_content": "b"}], [],
      "files[0] (/x): give exactly one of content and secret_content"),
     ([], [{"path": "/d", "mode": "rwx"}], "directories[0] (/d): mode must be an octal string"),
+    ([{"path": "/x", "mode": "0644", "content": "", "validate": "haproxy -c"}], [],
+     "files[0] (/x): validate must contain %s"),
 ])
 def test_bad_entries_are_refused_before_anything_is_written(capsys, tmp_path, files, directories, wanted):
     (tmp_path / "f").write_text("x")
@@ -173,3 +177,58 @@ def test_missing_parents_get_the_directory_s_owner_and_mode_as_the_file_module_g
     assert result["changed_paths"] == [str(venv)]
     for path in (tmp_path / "opt", tmp_path / "opt" / "vllm", venv):
         assert stat.S_IMODE(path.stat().st_mode) == 0o755, path
+
+
+def test_a_secret_s_failed_validation_says_its_exit_code_and_never_what_the_validator_printed(capsys, tmp_path):
+    path = tmp_path / "clients.map"
+    result = run_module(capsys, files=[entry(path, mode="0600", secret_content="line-one-SECRET-A\nline-two-SECRET-B\n",
+                                             validate="sh -c 'cat \"$0\"; cat \"$0\" >&2; exit 3' %s")])
+    assert result["failed"] and "(exit 3)" in result["msg"]
+    assert "SECRET-A" not in json.dumps(result) and "SECRET-B" not in json.dumps(result)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_trailing_slash_and_an_integer_mode_are_what_they_mean(capsys, tmp_path):
+    """YAML's unquoted 0644 reaches the module as 420: the mode 0644, not "420"."""
+    directory = tmp_path / "a" / "b"
+    result = run_module(capsys, directories=[entry(str(directory) + "/", mode=0o750)],
+                        files=[entry(str(directory / "f"), mode=0o640, content="x")])
+    assert result["changed_paths"] == [str(directory), str(directory / "f")]
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o750
+    assert stat.S_IMODE((directory / "f").stat().st_mode) == 0o640
+
+
+def test_a_fifo_at_the_path_is_never_read_and_is_replaced(capsys, tmp_path):
+    fifo = tmp_path / "pip.conf"
+    os.mkfifo(fifo)
+    result = run_module(capsys, files=[entry(fifo, content="[global]\n")], _ansible_diff=True)
+    assert result["changed_paths"] == [str(fifo)] and fifo.read_text() == "[global]\n"
+    assert result["diff"][0]["before"] == ""
+
+
+def test_a_symbolic_link_to_a_private_file_never_shows_the_file_in_a_diff(capsys, tmp_path):
+    secret = tmp_path / "shadow"
+    secret.write_text("root:private-hash\n")
+    link = tmp_path / "pip-ca-bundle.pem"
+    link.symlink_to(secret)
+    result = run_module(capsys, files=[entry(link, content="CA\n")], _ansible_diff=True)
+    assert "private-hash" not in json.dumps(result) and secret.read_text() == "root:private-hash\n"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another owner needs root")
+def test_new_files_and_created_parents_get_the_owner_and_group_asked_for(capsys, tmp_path):
+    other = pwd.getpwnam("nobody")
+    group = grp.getgrgid(other.pw_gid).gr_name
+    venv = tmp_path / "opt" / "vllm" / "venv"
+    result = run_module(capsys, directories=[dict(entry(venv, mode="0755"), owner="nobody", group=group)],
+                        files=[dict(entry(venv / "pip.conf", mode="0640", secret_content="[global]\n"),
+                                    owner="nobody", group=group)])
+    assert not result.get("failed"), result
+    for path in (tmp_path / "opt", tmp_path / "opt" / "vllm", venv, venv / "pip.conf"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (other.pw_uid, other.pw_gid), path
+
+
+def test_an_owner_the_host_lacks_is_named_and_no_file_is_left(capsys, tmp_path):
+    result = run_module(capsys, files=[dict(entry(tmp_path / "f", content="x"), owner="no-such-user-4f2a")])
+    assert result["failed"] and "the owner no-such-user-4f2a of %s does not exist" % (tmp_path / "f") in result["msg"]
+    assert os.listdir(tmp_path) == []
