@@ -206,10 +206,13 @@ def attributes(module, path, entry):
                                               "mode": entry["mode"]}, path=path)
 
 
-def missing_directories(path):
-    """`path` and its missing parents, outermost first."""
+def missing_directories(module, path):
+    """`path` and its missing parents, outermost first; fails naming the first of them that exists as something
+    other than a directory (the path itself or a parent)."""
     missing = []
     while not os.path.isdir(path):
+        if os.path.lexists(path):
+            module.fail_json(msg="file_set: %s exists and is not a directory" % path)
         missing.insert(0, path)
         path = os.path.dirname(path)
     return missing
@@ -219,16 +222,14 @@ def make_directory(module, entry):
     """Makes the directory when missing, and each missing parent with the same owner, group and mode (as
     ansible.builtin.file does: a parent only its creator could enter would lock the directory's owner out);
     returns whether anything changed."""
-    path = entry["path"]
-    if os.path.lexists(path) and not os.path.isdir(path):
-        module.fail_json(msg="file_set: %s exists and is not a directory" % path)
-    missing = missing_directories(path)
-    if missing and module.check_mode:
-        return True
-    for directory in missing:
-        os.mkdir(directory, 0o700)
-        module.set_fs_attributes_if_different(attributes(module, directory, entry), True)
-    return module.set_fs_attributes_if_different(attributes(module, path, entry), bool(missing))
+    missing = missing_directories(module, entry["path"])
+    if not missing:
+        return module.set_fs_attributes_if_different(attributes(module, entry["path"], entry), False)
+    if not module.check_mode:
+        for directory in missing:
+            os.mkdir(directory, 0o700)
+            module.set_fs_attributes_if_different(attributes(module, directory, entry), True)
+    return True
 
 
 def ids(module, entry):

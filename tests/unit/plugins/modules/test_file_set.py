@@ -232,3 +232,10 @@ def test_an_owner_the_host_lacks_is_named_and_no_file_is_left(capsys, tmp_path):
     result = run_module(capsys, files=[dict(entry(tmp_path / "f", content="x"), owner="no-such-user-4f2a")])
     assert result["failed"] and "the owner no-such-user-4f2a of %s does not exist" % (tmp_path / "f") in result["msg"]
     assert os.listdir(tmp_path) == []
+
+
+def test_a_file_where_a_directory_or_its_parent_should_be_is_named(capsys, tmp_path):
+    (tmp_path / "opt").write_text("not a directory")
+    for path in (tmp_path / "opt", tmp_path / "opt" / "vllm" / "venv"):
+        result = run_module(capsys, directories=[entry(path, mode="0755")])
+        assert result["failed"] and result["msg"] == "file_set: %s exists and is not a directory" % (tmp_path / "opt")
