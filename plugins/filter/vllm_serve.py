@@ -12,14 +12,22 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_ser
 _REQUIRED = ("architecture", "cpu", "cpus", "numa_nodes", "memory")
 
 
-def vllm_serve_units(host, instances, settings=None):
+def _units(host, instances, settings, name):
     if not isinstance(host, dict) or any(key not in host for key in _REQUIRED):
         raise AnsibleFilterError(
-            "vllm_serve_units takes ansible_facts.arm_inference_host: run arm_inference.vllm.host_facts first")
+            "%s takes ansible_facts.arm_inference_host: run arm_inference.vllm.host_facts first" % name)
     try:
         return vllm_serve.serve_units(host, instances, settings)
     except vllm_serve.ServeError as error:
         raise AnsibleFilterError(str(error))
+
+
+def vllm_serve_units(host, instances, settings=None):
+    return vllm_serve.public_units(_units(host, instances, settings, "vllm_serve_units"))
+
+
+def vllm_serve_environment_lines(host, instances, settings=None):
+    return vllm_serve.environment_files(_units(host, instances, settings, "vllm_serve_environment_lines"))
 
 
 def vllm_serve_api_key_plan(settings):
@@ -31,4 +39,5 @@ def vllm_serve_api_key_plan(settings):
 
 class FilterModule:
     def filters(self):
-        return {"vllm_serve_units": vllm_serve_units, "vllm_serve_api_key_plan": vllm_serve_api_key_plan}
+        return {"vllm_serve_units": vllm_serve_units, "vllm_serve_environment_lines": vllm_serve_environment_lines,
+                "vllm_serve_api_key_plan": vllm_serve_api_key_plan}

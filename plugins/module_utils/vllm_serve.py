@@ -542,6 +542,23 @@ def serve_units(facts, instances, settings):
     return units
 
 
+# An instance's environment may hold the operator's tokens (vllm_serve_environment, an instance's environment).
+# The units the role keeps as a fact and loops over (Ansible prints both at -v, a loop item whatever its label)
+# carry the variables' names only; the lines go to the environment file's rendering alone, which shows nothing.
+SECRET_UNIT_KEYS = ("environment", "environment_lines")
+
+
+def public_units(units):
+    """serve_units() without the environment's values: each unit's `environment_names` instead."""
+    return [dict({key: value for key, value in unit.items() if key not in SECRET_UNIT_KEYS},
+                 environment_names=sorted(unit["environment"])) for unit in units]
+
+
+def environment_files(units):
+    """{instance name: the environment file's lines} of serve_units()."""
+    return {unit["name"]: unit["environment_lines"] for unit in units}
+
+
 # The settings that are a vllm_serve role variable as the inventory gives it ({variable: setting}); the
 # others (venv, launcher, key file, models, tcmalloc path) are computed by the role, by the preflight
 # (input_rules.serve_settings) or by autotune from their own facts. vars/main.yml renders the same map for

@@ -42,8 +42,8 @@ def host(prepared_image):
     container.remove()
 
 
-def _run(host, tmp_path, playbook, variables):
-    result = host.playbook(tmp_path, playbook, variables)
+def _run(host, tmp_path, playbook, variables, options=()):
+    result = host.playbook(tmp_path, playbook, variables, options=options)
     return result, result.stdout + result.stderr
 
 
@@ -72,9 +72,14 @@ def test_instances_restart_alone_rerun_is_idle_and_removal_cleans_up(host, tmp_p
     assert result.returncode == 0, output[-3000:]
     first = _pids(host)
 
-    changed = dict(SERVE, vllm_serve_instances=[ALPHA, dict(BETA, max_num_seqs=8)])
-    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", changed)
+    # beta's change brings a token in its environment: the verbose run shows it nowhere (the units it prints and
+    # loops over hold the variables' names only), and beta's root-only environment file holds it.
+    token = "hf_integration_only_%s" % os.urandom(6).hex()
+    changed = dict(SERVE, vllm_serve_instances=[ALPHA, dict(BETA, max_num_seqs=8, environment={"HF_TOKEN": token})])
+    result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", changed, options=("-v",))
     assert result.returncode == 0, output[-3000:]
+    assert token not in output and "HF_TOKEN" in output
+    assert host.exec("grep -c '^HF_TOKEN=\"%s\"$' /etc/vllm-serve/beta.env" % token).stdout.strip() == "1"
     second = _pids(host)
     assert second["alpha"] == first["alpha"] and second["beta"] != first["beta"]
 

@@ -56,8 +56,10 @@ def render(facts, instances, venv_path, api_key=True):
                                      keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     # vars/main.yml derives it from the key variables with Jinja; the rendering here sets it directly.
     values["_vllm_serve_api_key_source"] = values["_vllm_serve_api_key_path"] if api_key else ""
+    # plan.yml keeps the environment's lines apart from the units (they may hold tokens).
+    values["__vllm_serve_environment_lines"] = vllm_serve.environment_files(units)
     rendered = []
-    for unit in units:
+    for unit in vllm_serve.public_units(units):
         values["item"] = unit
         rendered.append((unit, environment.get_template("vllm-serve.service.j2").render(values),
                          environment.get_template("vllm-serve.env.j2").render(values)))

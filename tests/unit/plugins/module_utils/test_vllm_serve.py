@@ -6,7 +6,10 @@ import pytest
 
 import model_samples
 import published_samples
-from ansible_collections.arm_inference.vllm.plugins.filter.vllm_serve import vllm_serve_units
+from ansible_collections.arm_inference.vllm.plugins.filter.vllm_serve import (
+    vllm_serve_environment_lines,
+    vllm_serve_units,
+)
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_serve
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import build_host_facts
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import (
@@ -159,6 +162,29 @@ def test_filter_turns_errors_into_filter_errors(altra):
         vllm_serve_units(altra, [{"port": 0}], {"model": MODEL, "model_info": MODEL_INFO})
     with pytest.raises(AnsibleFilterError, match="run arm_inference.vllm.host_facts first"):
         vllm_serve_units({}, [{}], {})
+    with pytest.raises(AnsibleFilterError, match="vllm_serve_environment_lines takes"):
+        vllm_serve_environment_lines({}, [{}], {})
+
+
+def test_the_units_the_role_keeps_carry_no_environment_value_and_the_lines_carry_all(altra):
+    # Ansible prints the units fact and every loop item over it at -v: the operator's tokens stay out of both.
+    token = "hf_secret_token_0d7c"
+    instances = [{"name": "a", "environment": {"EXTRA": "instance-" + token}}, {"name": "b"}]
+    settings = {"model": MODEL, "model_info": MODEL_INFO, "environment": {"HF_TOKEN": token}}
+    units = vllm_serve_units(altra, instances, settings)
+    assert token not in repr(units)
+    assert [unit["name"] for unit in units] == ["a", "b"]
+    assert "HF_TOKEN" in units[0]["environment_names"] and "EXTRA" in units[0]["environment_names"]
+    assert "EXTRA" not in units[1]["environment_names"]
+    lines = vllm_serve_environment_lines(altra, instances, settings)
+    full = serve_units(altra, instances, settings)
+    assert lines == {unit["name"]: unit["environment_lines"] for unit in full}
+    assert 'HF_TOKEN="%s"' % token in lines["a"] and 'EXTRA="instance-%s"' % token in lines["a"]
+    assert [line.split("=")[0] for line in lines["a"]] == units[0]["environment_names"]
+    # Everything else the role reads of a unit is the same.
+    assert [dict(unit, environment_names=None) for unit in units] == [
+        dict({key: value for key, value in unit.items() if key not in ("environment", "environment_lines")},
+             environment_names=None) for unit in full]
 
 
 def test_key_transport_file_names_the_file_and_credential_does_not(altra):
