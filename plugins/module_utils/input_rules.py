@@ -461,6 +461,12 @@ def vllm_build_source(variables, host):
 
 def vllm_build_layout(variables, host):
     errors = _absolute(variables, "vllm_build_root") + _absolute(variables, "vllm_build_venv_path")
+    if not errors and os.path.normpath(variables["vllm_build_root"]) == os.path.normpath(variables["vllm_build_venv_path"]):
+        errors.append(InputError("vllm_build_root", "must not be the build venv (vllm_build_venv_path): the role makes "
+                                 "the root root's and the venv is the build user's", variables["vllm_build_root"],
+                                 "hold the venv below the root, such as vllm_build_root %s with the venv at %s"
+                                 % (os.path.dirname(os.path.normpath(variables["vllm_build_venv_path"])) or "/opt/vllm",
+                                    os.path.normpath(variables["vllm_build_venv_path"]))))
     errors += _account(variables, "vllm_build_user")
     if not variables.get("vllm_build_group"):
         errors.append(InputError("vllm_build_group", "must name a group", variables.get("vllm_build_group"),

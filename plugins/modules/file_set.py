@@ -26,8 +26,9 @@ description:
 options:
   directories:
     description:
-      - Directories made before any file is written; a missing parent is made with the same owner, group and mode,
-        as M(ansible.builtin.file) makes it.
+      - Directories made before any file is written. A missing parent is made as the module's user's (root's), mode
+        0755, not with the directory's owner as M(ansible.builtin.file) makes it; that owner could otherwise swap
+        what root writes below the parent for a link to anywhere.
     type: list
     elements: dict
     default: []
@@ -199,6 +200,12 @@ def current_bytes(path):
         return stream.read() if stat.S_ISREG(info.st_mode) else None
 
 
+# A parent nobody asked for belongs to the module's user (root) and anyone may pass through it. Given to the
+# directory's owner, as ansible.builtin.file gives it, it would let that user swap root's later writes below it for
+# links to anywhere: /opt/vllm of a venv at /opt/vllm/venv, where root keeps the release link and its history.
+PARENT_MODE = 0o755
+
+
 def attributes(module, path, entry):
     """What AnsibleModule.set_fs_attributes_if_different takes for `path` with the entry's owner, group and mode
     (the SELinux context left to the host's policy, as copy leaves it without se* options)."""
@@ -219,16 +226,17 @@ def missing_directories(module, path):
 
 
 def make_directory(module, entry):
-    """Makes the directory when missing, and each missing parent with the same owner, group and mode (as
-    ansible.builtin.file does: a parent only its creator could enter would lock the directory's owner out);
-    returns whether anything changed."""
+    """Makes the directory when missing, each missing parent first as root's, 0755; returns whether anything
+    changed."""
     missing = missing_directories(module, entry["path"])
     if not missing:
         return module.set_fs_attributes_if_different(attributes(module, entry["path"], entry), False)
     if not module.check_mode:
-        for directory in missing:
-            os.mkdir(directory, 0o700)
-            module.set_fs_attributes_if_different(attributes(module, directory, entry), True)
+        for directory in missing[:-1]:
+            os.mkdir(directory)
+            os.chmod(directory, PARENT_MODE)  # whatever the umask
+        os.mkdir(missing[-1], 0o700)
+        module.set_fs_attributes_if_different(attributes(module, missing[-1], entry), True)
     return True
 
 

@@ -115,7 +115,10 @@ def _switch(root, name, previous):
     os.replace(temporary, link)
     entry = {"release": name, "previous": previous,
              "activated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    with open(os.path.join(root, "release-history"), "a", encoding="utf-8") as handle:
+    # Never through a link: root appends here (vllm_build makes the root root's; this holds if someone did not).
+    descriptor = os.open(os.path.join(root, "release-history"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                         0o644)
+    with os.fdopen(descriptor, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry, sort_keys=True) + "\n")
 
 

@@ -96,6 +96,33 @@ def test_instances_restart_alone_rerun_is_idle_and_removal_cleans_up(host, tmp_p
     assert SERVE["vllm_serve_api_key"] not in output
 
 
+# A .pth file in a venv's site-packages runs with every start of that venv's Python, -I or not: what the build user
+# (who owns both venvs, and runs pip for every dependency) puts there must never run as root.
+PLANT_PTH = ("set -e; for venv in /opt/vllm/venv /opt/vllm/current/venv; do site=$(echo $venv/lib/python3*/site-packages); "
+             "echo \"import os; open('/tmp/pth-ran-%d' % os.getuid(), 'a').close()\" > $site/zz-probe.pth; "
+             "chown vllm: $site/zz-probe.pth; done; rm -f /tmp/pth-ran-*")
+
+
+def test_root_never_runs_the_build_user_s_venvs_and_keeps_the_release_root(host, tmp_path):
+    assert host.exec(PLANT_PTH).returncode == 0
+    try:
+        for role in ("arm_inference.vllm.python_venv", str(REPO_ROOT / "playbooks" / "build.yml")):
+            result, output = _run(host, tmp_path, role, BUILD_SETUP)
+            assert result.returncode == 0 and "changed=0" in output, output[-3000:]
+        result, output = _run(host, tmp_path, "arm_inference.vllm.vllm_serve", dict(SERVE, vllm_serve_instances=[ALPHA]))
+        assert result.returncode == 0 and "changed=0" in output, output[-3000:]
+        vllm_uid = host.exec("id -u vllm").stdout.strip()
+        ran = host.exec("ls /tmp").stdout.split()
+        # python_venv asked its venv as the venv user (the .pth file is live), vllm_serve read the release's metadata.
+        assert "pth-ran-%s" % vllm_uid in ran and "pth-ran-0" not in ran, ran
+    finally:
+        host.exec("rm -f /opt/vllm/venv/lib/python3*/site-packages/zz-probe.pth "
+                  "/opt/vllm/current/venv/lib/python3*/site-packages/zz-probe.pth /tmp/pth-ran-*")
+    # Root keeps the release link and its history in the root; the build user owns only what it writes below it.
+    owners = host.exec("stat -c '%U %a %n' /opt/vllm /opt/vllm/releases /opt/vllm/venv").stdout.split("\n")
+    assert owners[:3] == ["root 755 /opt/vllm", "vllm 755 /opt/vllm/releases", "vllm 755 /opt/vllm/venv"], owners
+
+
 SERVE_YML = str(REPO_ROOT / "playbooks" / "serve.yml")
 # serve.yml as an operator runs it for a change of alpha alone (tcmalloc, vllm_model and the gateway run too;
 # this host has no gateway).

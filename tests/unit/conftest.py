@@ -56,3 +56,14 @@ def fdopen_modes(monkeypatch):
 
     monkeypatch.setattr(os, "fdopen", watching)
     return modes
+
+
+def make_venv(root):
+    """A real venv at `root` (with the pip `python -m venv` installs); returns its Python and pip's version."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    python = str(Path(root) / "bin" / "python")
+    pip = subprocess.run([python, "-I", "-c", "import pip; print(pip.__version__)"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    return python, pip

@@ -169,11 +169,15 @@ def test_absent_refuses_a_directory_and_check_mode_removes_nothing(capsys, tmp_p
     assert checked["changed_paths"] == [str(tmp_path / "stale")] and (tmp_path / "stale").exists()
 
 
-def test_missing_parents_get_the_directory_s_owner_and_mode_as_the_file_module_gives_them(capsys, tmp_path):
+def test_missing_parents_are_made_0755_whatever_the_directory_s_mode_and_the_umask(capsys, tmp_path):
     """A venv at /opt/vllm/venv on a host without /opt/vllm: the parent must be enterable by the venv's user (the
     build user makes its releases under /opt/vllm), not left private to root."""
     venv = tmp_path / "opt" / "vllm" / "venv"
-    result = run_module(capsys, directories=[entry(venv, mode="0755")])
+    old_umask = os.umask(0o077)
+    try:
+        result = run_module(capsys, directories=[entry(venv, mode="0755")])
+    finally:
+        os.umask(old_umask)
     assert result["changed_paths"] == [str(venv)]
     for path in (tmp_path / "opt", tmp_path / "opt" / "vllm", venv):
         assert stat.S_IMODE(path.stat().st_mode) == 0o755, path
@@ -216,7 +220,7 @@ def test_a_symbolic_link_to_a_private_file_never_shows_the_file_in_a_diff(capsys
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another owner needs root")
-def test_new_files_and_created_parents_get_the_owner_and_group_asked_for(capsys, tmp_path):
+def test_new_files_get_the_owner_and_group_asked_for_and_created_parents_are_root_s(capsys, tmp_path):
     other = pwd.getpwnam("nobody")
     group = grp.getgrgid(other.pw_gid).gr_name
     venv = tmp_path / "opt" / "vllm" / "venv"
@@ -224,8 +228,11 @@ def test_new_files_and_created_parents_get_the_owner_and_group_asked_for(capsys,
                         files=[dict(entry(venv / "pip.conf", mode="0640", secret_content="[global]\n"),
                                     owner="nobody", group=group)])
     assert not result.get("failed"), result
-    for path in (tmp_path / "opt", tmp_path / "opt" / "vllm", venv, venv / "pip.conf"):
+    for path in (venv, venv / "pip.conf"):
         assert (path.stat().st_uid, path.stat().st_gid) == (other.pw_uid, other.pw_gid), path
+    # The parents are root's: the venv's owner cannot rename the venv away and put a link to /etc in its place.
+    for path in (tmp_path / "opt", tmp_path / "opt" / "vllm"):
+        assert (path.stat().st_uid, stat.S_IMODE(path.stat().st_mode)) == (0, 0o755), path
 
 
 def test_an_owner_the_host_lacks_is_named_and_no_file_is_left(capsys, tmp_path):

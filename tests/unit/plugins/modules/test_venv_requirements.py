@@ -9,6 +9,7 @@ from importlib import metadata
 
 import pytest
 
+from conftest import make_venv
 from ansible_collections.arm_inference.vllm.plugins.modules import venv_requirements
 
 
@@ -19,12 +20,7 @@ def run_command(argv):
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    root = tmp_path_factory.mktemp("venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-    python = str(root / "bin" / "python")
-    pip = subprocess.run([python, "-I", "-c", "import pip; print(pip.__version__)"], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    return python, pip
+    return make_venv(tmp_path_factory.mktemp("venv") / "venv")
 
 
 def test_what_is_installed_at_a_matching_version_is_satisfied(venv):

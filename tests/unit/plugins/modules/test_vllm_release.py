@@ -112,3 +112,13 @@ def test_a_corrupt_stamp_is_named(capsys, tmp_path):
     (tmp_path / "releases" / "one" / "release.json").write_text("{")
     result = run_module(capsys, root=str(tmp_path))
     assert result["failed"] and "releases/one is not valid JSON" in result["msg"]
+
+
+def test_the_history_is_never_appended_through_a_link(capsys, tmp_path):
+    # Whoever could replace the history with a link would have root append to the link's target.
+    make_release(tmp_path, "one", 1)
+    target = tmp_path / "elsewhere"
+    (tmp_path / "release-history").symlink_to(target)
+    result = run_module(capsys, root=str(tmp_path), action="activate", release="one")
+    assert result["failed"] and "release-history" in result["msg"]
+    assert not target.exists()

