@@ -18,10 +18,26 @@ description:
     50th/90th/99th percentiles of the time to first token (TTFT), the time per further output token (TPOT) and
     the request latency, in milliseconds.
   - Reads each endpoint's API key from its key file on the host, so the key never travels through Ansible.
+  - The load runs apart from the module, in O(python) (the vLLM venv's, which has the official C(openai) client) as
+    the account O(run_as), never as root. The venv is the build user's, who installs every dependency with pip; its
+    interpreter, the C(openai) package and any C(.pth) file there would run that user's code as root. The module
+    (as root, in the host's own Python) reads the endpoints, keys and CA files and hands them to the load on its
+    standard input (never in its arguments or environment).
 requirements:
-  - The C(openai) Python package in the interpreter that runs the module. vLLM depends on it, so run the module
-    with the vLLM venv's interpreter (the C(python) entry of the vllm_serve role's contract).
+  - The C(openai) Python package in O(python). vLLM depends on it, so give the vLLM venv's interpreter (the C(python)
+    entry of the vllm_serve role's contract).
 options:
+  python:
+    description: The interpreter the load runs in, with the C(openai) package (the vLLM venv's C(bin/python)).
+    type: path
+    required: true
+  run_as:
+    description:
+      - The account the load runs as (its primary group and supplementary groups too), such as vllm_serve's service
+        account; required when the module runs as root, whose load would run the venv's code as root.
+      - Empty runs the load as the module's own user, which must not be root.
+    type: str
+    default: ""
   endpoints_file:
     description:
       - JSON list of endpoints written by the vllm_serve role (the C(endpoints_file) entry of its contract).
@@ -90,9 +106,10 @@ EXAMPLES = r"""
     endpoints_file: "{{ __serve.endpoints_file }}"
     concurrency: [8]
     prompts: ["Explain what a NUMA node is in two sentences."]
+    python: "{{ __serve.python }}"
+    run_as: "{{ __serve.user }}"
   vars:
     __serve: "{{ vllm_serve_contract | default(lookup('arm_inference.vllm.role_contract', 'vllm_serve')) }}"
-    ansible_python_interpreter: "{{ __serve.python }}"
   register: __load
 """
 
@@ -126,88 +143,48 @@ results:
           latency_p99_ms: 2912.5
 """
 
+import inspect
 import json
-import ssl
-import time
-import traceback
+import os
+import pwd
+import subprocess
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_load import (
-    levels_to_run,
-    request_record,
-    summarize,
-)
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_load, vllm_load_driver
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_load import levels_to_run
 
-try:
-    import asyncio
-
-    import openai
-
-    HAS_OPENAI = True
-    OPENAI_IMPORT_ERROR = None
-except ImportError:
-    HAS_OPENAI = False
-    OPENAI_IMPORT_ERROR = traceback.format_exc()
+# The load's environment: nothing of the module's (root's) but a path to find setpriv's and Python's own helpers.
+LOAD_ENVIRONMENT = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 
-def _error_text(error):
-    status = getattr(error, "status_code", None)
-    text = "%s%s: %s" % (type(error).__name__, " %s" % status if status else "", error)
-    return text[:300]
+def load_command(python, run_as):
+    """The argv that runs the load in `python` as `run_as` (setpriv, util-linux: the real and effective user and
+    group, and the account's supplementary groups); as the module's own user when `run_as` is empty."""
+    command = [python, "-I", "-c", vllm_load_driver.BOOTSTRAP]
+    if not run_as:
+        return command
+    account = pwd.getpwnam(run_as)
+    return ["setpriv", "--reuid=%d" % account.pw_uid, "--regid=%d" % account.pw_gid, "--init-groups", "--"] + command
 
 
-async def _one_chat(client, model, prompt, max_tokens):
-    started = time.monotonic()
-    first_token = None
-    chunks = 0
-    usage_tokens = None
+def run_load(module, request, command):
+    """The load's answer ({"results", "error"}), or the module fails with what the load printed."""
+    request = dict(request, sources={"vllm_load": inspect.getsource(vllm_load),
+                                     "vllm_load_driver": inspect.getsource(vllm_load_driver)})
     try:
-        stream = await client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, stream=True,
-            stream_options={"include_usage": True})
-        async for chunk in stream:
-            if chunk.usage is not None:
-                usage_tokens = chunk.usage.completion_tokens
-            for choice in chunk.choices:
-                if choice.delta and choice.delta.content:
-                    chunks += 1
-                    if first_token is None:
-                        first_token = time.monotonic()
-    except Exception as error:  # pylint: disable=broad-exception-caught
-        # Any failure of one request is a figure of the run, not the end of it.
-        return request_record(started, None, None, 0, _error_text(error))
-    return request_record(started, first_token, time.monotonic(), usage_tokens if usage_tokens is not None else chunks)
-
-
-async def _level(client, model, prompts, concurrency, count, max_tokens):
-    gate = asyncio.Semaphore(concurrency)
-
-    async def gated(index):
-        async with gate:
-            return await _one_chat(client, model, prompts[index % len(prompts)], max_tokens)
-
-    started = time.monotonic()
-    records = await asyncio.gather(*(gated(index) for index in range(count)))
-    return summarize(concurrency, list(records), time.monotonic() - started)
-
-
-async def _endpoint(endpoint, key, params, levels):
-    verify = ssl.create_default_context(cafile=endpoint.get("ca_file") or None) if endpoint.get("tls_verify", True) \
-        else False
-    client = openai.AsyncOpenAI(base_url=endpoint["base_url"].rstrip("/") + "/v1", api_key=key or "EMPTY",
-                                timeout=params["timeout"], max_retries=0,
-                                http_client=openai.DefaultAsyncHttpxClient(verify=verify))
+        done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, check=False,
+                              env=LOAD_ENVIRONMENT, cwd="/")
+    except OSError as error:
+        module.fail_json(msg="cannot start the load (%s): %s" % (command[0], error))
+    lines = done.stdout.strip().splitlines()
     try:
-        models = await client.models.list()
-        model = models.data[0].id
-        await client.chat.completions.create(model=model, messages=[{"role": "user", "content": params["prompts"][0]}],
-                                             max_tokens=8)
-        results = []
-        for concurrency, count in levels:
-            results.append(await _level(client, model, params["prompts"], concurrency, count, params["max_tokens"]))
-        return {"name": endpoint["name"], "base_url": endpoint["base_url"], "model": model, "levels": results}
-    finally:
-        await client.close()
+        answer = json.loads(lines[-1]) if done.returncode == 0 and lines else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
+        module.fail_json(msg="the load in %s exited %d without an answer: %s"
+                         % (module.params["python"], done.returncode, " ".join(done.stderr.split()[-60:])))
+    return answer
 
 
 def _endpoints(module):
@@ -224,16 +201,23 @@ def _endpoints(module):
     return endpoints
 
 
-def _key(module, endpoint):
-    path = endpoint.get("api_key_file") or ""
-    if not path:
-        return ""
+def _read(module, path, what, endpoint):
     try:
         with open(path, encoding="utf-8") as handle:
-            return handle.read().strip()
-    except OSError as error:
-        module.fail_json(msg="cannot read the API key file %s of endpoint %s: %s" % (path, endpoint.get("name"), error))
+            return handle.read()
+    except (OSError, ValueError) as error:
+        module.fail_json(msg="cannot read the %s %s of endpoint %s: %s" % (what, path, endpoint.get("name"), error))
     return ""
+
+
+def _load_endpoint(module, endpoint):
+    """The endpoint as the load takes it: its key and CA certificates read here, in place of their files."""
+    entry = {"name": endpoint.get("name"), "base_url": endpoint["base_url"], "tls_verify": endpoint.get("tls_verify", True)}
+    if endpoint.get("api_key_file"):
+        entry["api_key"] = _read(module, endpoint["api_key_file"], "API key file", endpoint).strip()
+    if endpoint.get("ca_file"):
+        entry["ca_pem"] = _read(module, endpoint["ca_file"], "CA file", endpoint)
+    return entry
 
 
 def main():
@@ -247,6 +231,8 @@ def main():
                 "ca_file": {"type": "path", "default": ""},
                 "tls_verify": {"type": "bool", "default": True},
             }},
+            "python": {"type": "path", "required": True},
+            "run_as": {"type": "str", "default": ""},
             "concurrency": {"type": "list", "elements": "int", "default": [8]},
             "requests": {"type": "int", "default": 0},
             # A count of model tokens, not a credential.
@@ -257,28 +243,29 @@ def main():
         required_one_of=[("endpoints_file", "endpoints")],
         supports_check_mode=True,
     )
-    if not HAS_OPENAI:
-        module.fail_json(msg=missing_required_lib("openai", reason="run the module with the vLLM venv's interpreter"),
-                         exception=OPENAI_IMPORT_ERROR)
     params = module.params
     if not params["prompts"] or params["max_tokens"] < 1 or params["requests"] < 0 or params["timeout"] <= 0:
         module.fail_json(msg="prompts must not be empty, max_tokens must be >= 1, requests >= 0 and timeout > 0")
+    if not params["run_as"] and os.geteuid() == 0:
+        module.fail_json(msg="run_as must name the account the load runs as: run as root, it would run the code of "
+                             "%s (the build user's) as root; give vllm_serve's service account" % params["python"])
     try:
         levels = levels_to_run(params["concurrency"], params["requests"])
     except ValueError as error:
         module.fail_json(msg=str(error))
+    try:
+        command = load_command(params["python"], params["run_as"])
+    except KeyError:
+        module.fail_json(msg="run_as: the account %s does not exist on the host" % params["run_as"])
     endpoints = _endpoints(module)
     if module.check_mode:
         module.exit_json(changed=False, results=[])
-    results = []
-    for endpoint in endpoints:
-        key = _key(module, endpoint)
-        try:
-            results.append(asyncio.run(_endpoint(endpoint, key, params, levels)))
-        except Exception as error:  # pylint: disable=broad-exception-caught
-            message = "endpoint %s (%s) did not answer: %s" % (endpoint.get("name"), endpoint["base_url"], _error_text(error))
-            module.fail_json(msg=message, results=results)
-    module.exit_json(changed=False, results=results)
+    request = {"endpoints": [_load_endpoint(module, endpoint) for endpoint in endpoints], "levels": levels,
+               "params": dict((key, params[key]) for key in ("prompts", "max_tokens", "timeout"))}
+    answer = run_load(module, request, command)
+    if answer.get("error"):
+        module.fail_json(msg=answer["error"], results=answer["results"])
+    module.exit_json(changed=False, results=answer["results"])
 
 
 if __name__ == "__main__":
