@@ -62,6 +62,14 @@ def vllm_autotune_result(design_result, measurements, goal, repeats, hardware, m
     return _call("vllm_autotune_result", result)
 
 
+def vllm_autotune_public_vars(serve_vars):
+    return _call("vllm_autotune_public_vars", core.public_serve_vars, serve_vars)
+
+
+def vllm_autotune_with_environment(instances, operator_instances):
+    return _call("vllm_autotune_with_environment", core.with_environment, instances, operator_instances)
+
+
 def vllm_autotune_file_name(model):
     return _call("vllm_autotune_file_name", core.tuned_file_name, model)
 
@@ -86,4 +94,5 @@ class FilterModule:
                 "vllm_autotune_design": vllm_autotune_design, "vllm_autotune_bench_argv": vllm_autotune_bench_argv,
                 "vllm_autotune_run": vllm_autotune_run, "vllm_autotune_stop": vllm_autotune_stop,
                 "vllm_autotune_result": vllm_autotune_result, "vllm_autotune_file_name": vllm_autotune_file_name,
-                "vllm_autotune_apply": vllm_autotune_apply}
+                "vllm_autotune_apply": vllm_autotune_apply, "vllm_autotune_public_vars": vllm_autotune_public_vars,
+                "vllm_autotune_with_environment": vllm_autotune_with_environment}

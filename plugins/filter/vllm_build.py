@@ -29,6 +29,10 @@ def vllm_build_builders(hosts, identities, compile_needed):
     return vllm_build.elect_builders(list(hosts), list(identities), list(compile_needed))
 
 
+def vllm_build_record(value):
+    return vllm_build.build_record(value)
+
+
 def _wrap(function):
     def wrapper(*args, **kwargs):
         try:
@@ -41,5 +45,6 @@ def _wrap(function):
 
 class FilterModule:
     def filters(self):
-        functions = (vllm_build_identity, vllm_build_release_name, vllm_build_cache_key, vllm_build_builders)
+        functions = (vllm_build_identity, vllm_build_release_name, vllm_build_cache_key, vllm_build_builders,
+                     vllm_build_record)
         return dict((function.__name__, _wrap(function)) for function in functions)

@@ -461,9 +461,11 @@ def vllm_build_source(variables, host):
 
 def vllm_build_layout(variables, host):
     errors = _absolute(variables, "vllm_build_root") + _absolute(variables, "vllm_build_venv_path")
-    if not errors and os.path.normpath(variables["vllm_build_root"]) == os.path.normpath(variables["vllm_build_venv_path"]):
-        errors.append(InputError("vllm_build_root", "must not be the build venv (vllm_build_venv_path): the role makes "
-                                 "the root root's and the venv is the build user's", variables["vllm_build_root"],
+    venv = os.path.normpath(variables["vllm_build_venv_path"]) if not errors else None
+    if venv and (os.path.normpath(variables["vllm_build_root"]) + "/").startswith(venv + "/"):
+        errors.append(InputError("vllm_build_root", "must not be the build venv (vllm_build_venv_path) or below it: "
+                                 "the role makes the root root's and the venv is the build user's",
+                                 variables["vllm_build_root"],
                                  "hold the venv below the root, such as vllm_build_root %s with the venv at %s"
                                  % (os.path.dirname(os.path.normpath(variables["vllm_build_venv_path"])) or "/opt/vllm",
                                     os.path.normpath(variables["vllm_build_venv_path"]))))

@@ -106,6 +106,33 @@ def _options(options):
     return checked
 
 
+# The operator's environment (vllm_serve_environment, an instance's environment) may hold tokens: nothing autotune
+# keeps as a fact, prints, or writes (the design, the report, the tuned file) holds it. Its snapshot of the vllm_serve
+# variables leaves it out (public_serve_vars); a candidate's instances get each instance's environment back only where
+# the candidate is served (with_environment). vllm_serve_environment itself reaches every candidate unchanged.
+SECRET_VARIABLES = ("vllm_serve_environment",)
+
+
+def public_serve_vars(serve_vars):
+    """The vllm_serve variables without the operator's environment (SECRET_VARIABLES, each instance's)."""
+    result = dict((name, value) for name, value in serve_vars.items() if name not in SECRET_VARIABLES)
+    if isinstance(result.get(INSTANCE_VARIABLE), list):
+        result[INSTANCE_VARIABLE] = [dict((key, value) for key, value in item.items() if key != "environment")
+                                     if isinstance(item, dict) else item for item in result[INSTANCE_VARIABLE]]
+    return result
+
+
+def with_environment(instances, operator_instances):
+    """A candidate's instances, each with the environment of the operator's instance at its position, or of the
+    first one (the template the layout candidates copy, as _instances_for copies it)."""
+    operator = [item for item in operator_instances or [] if isinstance(item, dict)] or [{}]
+    result = []
+    for index, item in enumerate(instances):
+        environment = operator[index if index < len(operator) else 0].get("environment")
+        result.append(dict(item, environment=environment) if environment else dict(item))
+    return result
+
+
 def candidate_vars(serve_vars, candidate):
     """The vllm_serve variables a candidate is started with: the host's, with the candidate's overrides."""
     return dict(serve_vars, **candidate["overrides"])

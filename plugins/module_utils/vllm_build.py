@@ -546,16 +546,43 @@ def release_state(root):
 # The probes below take `run`: AnsibleModule.run_command in the modules (argv, cwd=...) -> (rc, out, err).
 
 
-def venv_python_version(venv, run):
-    """major.minor of the Python a venv runs (what decides the wheel's tag and the tree's Requires-Python)."""
+# A wheel's file name (PEP 427's characters): the build record names one, and root fetches and copies it by that name.
+WHEEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+!-]*\.whl$")
+
+
+def build_record(value, where="build.json"):
+    """The build record a compile wrote (build.json, in the build user's directory, or the controller's cache entry),
+    as JSON text or parsed; refused unless it names a wheel by a plain file name (root fetches and copies the file
+    it names: a path would reach any file)."""
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise BuildError("%s is not JSON; remove the build directory to build again" % where)
+    wheel = value.get("wheel") if isinstance(value, dict) else None
+    if not isinstance(wheel, str) or not WHEEL_NAME.match(wheel):
+        raise BuildError("%s names no wheel file (got %s); remove the build directory to build again"
+                         % (where, repr(wheel)[:80]))
+    return value
+
+
+def venv_python_version(venv):
+    """major.minor of the Python a venv runs (what decides the wheel's tag and the tree's Requires-Python), from its
+    pyvenv.cfg: read, never run. The plan runs as root and the venv is the build user's; its Python (or a .pth file
+    in it) would run that user's code as root."""
     python = os.path.join(venv, "bin", "python")
     found = None
     if os.access(python, os.X_OK):
-        rc, out, err = run([python, "--version"])
-        # Python 2 printed its version on stderr; Python 3 prints "Python 3.11.2" on stdout.
-        found = rc == 0 and re.match(r"Python (\d+)\.(\d+)", (out or err).strip())
+        try:
+            with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8", errors="replace") as handle:
+                text = handle.read(64 * 1024)
+        except OSError:
+            text = ""
+        # venv writes "version = 3.11.2", virtualenv "version_info = 3.11.2.final.0".
+        found = re.search(r"^\s*version(?:_info)?\s*=\s*(\d+)\.(\d+)", text, re.MULTILINE)
     if not found:
-        raise BuildError(input_message("vllm_build_venv_path", "%s does not run" % python, venv,
+        raise BuildError(input_message("vllm_build_venv_path", "%s is no venv (its bin/python and the Python version "
+                                       "in its pyvenv.cfg)" % venv, venv,
                                        "prepare the host with prepare.yml (python_venv) or point it at a working venv"))
     return "%s.%s" % found.groups()
 
@@ -815,7 +842,7 @@ def build_plan(params, run, check_mode=False):
     state = release_state(params["root"])
     method = params["method"]
     notes = []
-    python = venv_python_version(params["venv"], run)
+    python = venv_python_version(params["venv"])
     if method == "wheel":
         _check_wheel_record(params)
         label = wheel_label(params["wheel"])
@@ -863,7 +890,7 @@ def build_plan(params, run, check_mode=False):
     if needed and method != "wheel":
         try:
             with open(os.path.join(build_dir, "build.json"), encoding="utf-8") as handle:
-                earlier = json.load(handle)
+                earlier = build_record(handle.read(), os.path.join(build_dir, "build.json"))
         except FileNotFoundError:
             pass
     return {

@@ -233,7 +233,12 @@ def make_directory(module, entry):
         return module.set_fs_attributes_if_different(attributes(module, entry["path"], entry), False)
     if not module.check_mode:
         for directory in missing[:-1]:
-            os.mkdir(directory)
+            try:
+                os.mkdir(directory)
+            except FileExistsError:
+                if not os.path.isdir(directory):
+                    module.fail_json(msg="file_set: %s exists and is not a directory" % directory)
+                continue  # made meanwhile by someone else: theirs as it is
             os.chmod(directory, PARENT_MODE)  # whatever the umask
         os.mkdir(missing[-1], 0o700)
         module.set_fs_attributes_if_different(attributes(module, missing[-1], entry), True)

@@ -69,11 +69,24 @@ def canonical(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def pyvenv_version(prefix):
+    """major.minor of the venv's Python as its pyvenv.cfg names it, or None."""
+    try:
+        with open(os.path.join(prefix, "pyvenv.cfg"), encoding="utf-8", errors="replace") as handle:
+            found = re.search(r"^\s*version(?:_info)?\s*=\s*(\d+\.\d+)", handle.read(64 * 1024), re.MULTILINE)
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
 def distributions(venv, names):
     """{"prefix", "exists", "versions"} of the venv at `venv` for `names`, from its metadata files alone."""
     prefix = os.path.realpath(venv)
     found = {}
     site = sorted(glob.glob(os.path.join(glob.escape(prefix), "lib", "python3*", "site-packages")))
+    # A venv upgraded to another Python keeps the old one's directory: the one its pyvenv.cfg names is the live one.
+    live = [path for path in site if os.path.basename(os.path.dirname(path)) == "python%s" % pyvenv_version(prefix)]
+    site = live or site
     if site:
         for dist in metadata.distributions(path=site):
             found.setdefault(canonical(dist.metadata["Name"] or ""), dist.version)

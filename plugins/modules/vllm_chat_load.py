@@ -153,8 +153,17 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_load, vllm_load_driver
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_load import levels_to_run
 
-# The load's environment: nothing of the module's (root's) but a path to find setpriv's and Python's own helpers.
+# The load's environment: a path, and of the module's (root's) only what reaches a server (proxies, CA stores).
 LOAD_ENVIRONMENT = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+PASSED_ENVIRONMENT = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
+                      "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def load_seconds(request, endpoints):
+    """The longest the load may take: each request of a level waits its turn for a slot and may take the request
+    timeout, and each endpoint gets two untimed requests first (its model and the warm-up); a minute more."""
+    turns = sum(-(-count // concurrency) for concurrency, count in request["levels"]) + 2
+    return endpoints * turns * request["params"]["timeout"] + 60
 
 
 def load_command(python, run_as):
@@ -171,11 +180,17 @@ def run_load(module, request, command):
     """The load's answer ({"results", "error"}), or the module fails with what the load printed."""
     request = dict(request, sources={"vllm_load": inspect.getsource(vllm_load),
                                      "vllm_load_driver": inspect.getsource(vllm_load_driver)})
+    environment = dict(LOAD_ENVIRONMENT, **dict((name, os.environ[name]) for name in PASSED_ENVIRONMENT
+                                                if name in os.environ))
+    seconds = load_seconds(request, len(request["endpoints"]))
     try:
         done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, check=False,
-                              env=LOAD_ENVIRONMENT, cwd="/")
+                              env=environment, cwd="/", timeout=seconds)
     except OSError as error:
         module.fail_json(msg="cannot start the load (%s): %s" % (command[0], error))
+    except subprocess.TimeoutExpired:
+        module.fail_json(msg="the load in %s took longer than %d s, the most its requests' timeout allows; stopped"
+                         % (module.params["python"], seconds))
     lines = done.stdout.strip().splitlines()
     try:
         answer = json.loads(lines[-1]) if done.returncode == 0 and lines else None

@@ -92,7 +92,7 @@ CASES = [
     ({"vllm_build_method": "wheel", "vllm_build_wheel": FOREIGN_WHEEL}, "vllm_build_wheel"),
     ({"vllm_build_root": "relative"}, "vllm_build_root"),
     # The venv is the build user's, the root is made root's.
-    ({"vllm_build_root": "/srv/vllm/venv/", "vllm_build_venv_path": "/srv/vllm/venv"}, "vllm_build_root"),
+    ({"vllm_build_root": "/srv/vllm/venv/build/", "vllm_build_venv_path": "/srv/vllm/venv"}, "vllm_build_root"),
     ({"vllm_build_venv_path": "venv"}, "vllm_build_venv_path"),
     ({"vllm_build_user": "root"}, "vllm_build_user"),
     ({"vllm_build_group": ""}, "vllm_build_group"),

@@ -567,3 +567,25 @@ def test_tuned_settings_that_no_longer_fit_the_host_are_refused_naming_the_file(
                                         (".hidden", "_.hidden.yml")])
 def test_tuned_file_names_are_one_plain_file(model, name):
     assert autotune.tuned_file_name(model) == name
+
+
+def test_the_operator_s_environment_stays_out_of_the_design_and_comes_back_where_a_candidate_is_served(graviton3):
+    # HF_TOKEN for a hub model vLLM loads itself: the design, the report and the tuned file are printed or written.
+    token = "hf_autotune_token_3a91"
+    operator = [{"name": "main", "environment": {"HF_TOKEN": token}}]
+    serve_vars = autotune.public_serve_vars({"vllm_serve_instances": operator, "vllm_serve_environment": {"A": token},
+                                             "vllm_serve_max_num_seqs": None})
+    assert serve_vars == {"vllm_serve_instances": [{"name": "main"}], "vllm_serve_max_num_seqs": None}
+    assert operator[0]["environment"] == {"HF_TOKEN": token}, "the operator's value is left as it is"
+    result = _design(graviton3, serve_vars)
+    assert token not in json.dumps(result)
+    for candidate in result["candidates"]:
+        instances = autotune.candidate_vars(serve_vars, candidate)["vllm_serve_instances"]
+        served = autotune.with_environment(instances, operator)
+        # Every instance of every candidate, the layout's copies too, is served with the operator's environment.
+        assert [item.get("environment") for item in served] == [{"HF_TOKEN": token}] * len(instances), candidate
+        assert [dict(item, environment=None) for item in served] == [dict(item, environment=None) for item in instances]
+    # By position: the second instance keeps its own.
+    two = [{"name": "a", "environment": {"X": "1"}}, {"name": "b", "environment": {"X": "2"}}]
+    assert autotune.with_environment([{"name": "a"}, {"name": "b"}], two) == two
+    assert autotune.with_environment([{"name": "a"}], [{"name": "a"}]) == [{"name": "a"}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -379,7 +380,15 @@ def test_the_venv_python_and_the_compiler_are_read_from_the_host(tmp_path):
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    assert vllm_build.venv_python_version(str(venv), run_command) == "%d.%d" % sys.version_info[:2]
+    assert vllm_build.venv_python_version(str(venv)) == "%d.%d" % sys.version_info[:2]
+    # Read, never run: a .pth file in the venv (run by any start of its Python) leaves no mark.
+    [site] = list(venv.glob("lib/python3*/site-packages"))
+    (site / "zz-mark.pth").write_text("import pathlib; pathlib.Path(%r).write_text('ran')\n" % str(tmp_path / "ran"))
+    assert vllm_build.venv_python_version(str(venv)) == "%d.%d" % sys.version_info[:2]
+    assert not (tmp_path / "ran").exists()
+    # virtualenv's spelling.
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.4.final.0\n")
+    assert vllm_build.venv_python_version(str(venv)) == "3.12"
     assert vllm_build.compiler("no-such-compiler-here", run_command) is None
     if not shutil.which("c++"):
         pytest.skip("no C++ compiler on this machine")
@@ -407,3 +416,19 @@ def test_sigill_of_a_ready_made_wheel_says_its_needs_are_unknown_and_what_to_do(
     assert "this host's CPU (Neoverse-N1) is build class aarch64-dotprod-fp16" in message
     assert "a ready-made wheel whose CPU needs are not recorded" in message
     assert "Build vLLM on a host of class aarch64-dotprod-fp16" in message and "vllm_build_wheel" in message
+
+
+@pytest.mark.parametrize("wheel", ["../../../../etc/shadow", "/etc/shadow", "dist/vllm-0.32.0-cp311-cp311-linux_aarch64.whl",
+                                   ".hidden.whl", "vllm-0.32.0.tar.gz", "", None, 7])
+def test_a_build_record_naming_anything_but_a_wheel_file_is_refused(wheel):
+    # The build user writes build.json; root fetches and copies the file it names.
+    with pytest.raises(vllm_build.BuildError, match="names no wheel file"):
+        vllm_build.build_record(json.dumps({"wheel": wheel}))
+
+
+def test_a_build_record_naming_a_wheel_is_kept_as_it_is():
+    record = {"wheel": "vllm-0.32.0+cpu-cp311-cp311-linux_aarch64.whl", "torch": "2.9.0+cpu", "finished": "x"}
+    assert vllm_build.build_record(json.dumps(record)) == record
+    assert vllm_build.build_record(record) == record
+    with pytest.raises(vllm_build.BuildError, match="is not JSON"):
+        vllm_build.build_record("root:$y$j9T$secret-hash:19000:0:99999:7:::")

@@ -53,3 +53,18 @@ def test_the_venvs_own_python_would_have_run_the_pth_file(venv):
     subprocess.run([str(root / "bin" / "python"), "-I", "-c", "pass"], check=True)
     assert marker.read_text() == "ran"
     marker.unlink()
+
+
+def test_the_python_its_pyvenv_cfg_names_is_the_one_asked(venv, tmp_path):
+    """A venv moved to another Python keeps the old one's site-packages: the versions come from the live one."""
+    root, dummy, dummy = venv
+    copy = tmp_path / "upgraded"
+    (copy / "lib" / "python3.1" / "site-packages" / "vllm-0.1.0.dist-info").mkdir(parents=True)
+    (copy / "lib" / "python3.1" / "site-packages" / "vllm-0.1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm\nVersion: 0.1.0\n")
+    [site] = list(root.glob("lib/python3*/site-packages"))
+    live = copy / "lib" / site.parent.name / "site-packages" / "vllm-0.32.0.dist-info"
+    live.mkdir(parents=True)
+    (live / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n")
+    (copy / "pyvenv.cfg").write_text("home = /usr/bin\nversion = %s.0\n" % site.parent.name[len("python"):])
+    assert venv_distributions.distributions(str(copy), ["vllm"])["versions"] == {"vllm": "0.32.0"}

@@ -257,4 +257,4 @@ def test_a_cached_wheel_of_another_class_is_refused(capsys, tmp_path, venv, grav
 
 def test_a_venv_that_does_not_run_is_named(capsys, tmp_path, graviton4, tree):
     refused = git_plan(capsys, tmp_path, tmp_path / "no-venv", tree, graviton4)
-    assert refused["failed"] and refused["msg"].startswith("vllm_build_venv_path: %s/bin/python does not run" % (tmp_path / "no-venv"))
+    assert refused["failed"] and refused["msg"].startswith("vllm_build_venv_path: %s is no venv" % (tmp_path / "no-venv"))

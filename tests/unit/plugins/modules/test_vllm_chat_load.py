@@ -93,3 +93,9 @@ def test_check_mode_runs_nothing(capsys, world):
                         run_as="nobody", _ansible_check_mode=True)
     assert result == {"changed": False, "results": [], "invocation": result["invocation"]}
     assert os.listdir(world["record"]) == []
+
+
+def test_the_load_may_take_what_its_requests_timeouts_allow_and_no_more():
+    # Two endpoints; levels of 8 requests at 4 in flight (2 turns) and 3 at 8 (1 turn); 2 untimed requests each.
+    request = {"levels": [[4, 8], [8, 3]], "params": {"timeout": 10.0}}
+    assert vllm_chat_load.load_seconds(request, 2) == 2 * (2 + 1 + 2) * 10.0 + 60
