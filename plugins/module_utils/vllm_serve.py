@@ -517,7 +517,6 @@ def serve_units(facts, instances, settings):
             "endpoint": {"name": name, "base_url": base_url,
                          "model": _endpoint_model(served, model),
                          "api_key_file": merged["api_key_file"] if merged["api_key_configured"] else ""},
-            "models_url": "%s/v1/models" % base_url,
             "state_dir": state_dir,
             "cache_dir": cache_dir,
             "cpu_affinity": _cpu_affinity(facts, item.get("cpu_affinity"), profile["instance_cpus"],

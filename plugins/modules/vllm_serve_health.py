@@ -17,10 +17,13 @@ description:
   - The failure message names each instance that will not serve, why, and its journal's decisive line (the
     exception a traceback ends with, argparse's C(error:) line, the launcher's refusal, or systemd's own failure),
     then the last journal lines.
+  - Once every instance answers, each one whose endpoint names an API key file (C(api_key_file)) must refuse
+    C(/v1/models) without the key (401), which proves the key reached vLLM (the launcher fails closed; this catches
+    anything else). An instance that answers otherwise fails the module, named.
   - The vllm_serve role's C(health.yml) runs it after a start and after a restore; nothing else should.
 options:
   endpoints:
-    description: Instances as in vllm_serve's endpoints file (C(name), C(base_url)).
+    description: Instances as in vllm_serve's endpoints file (C(name), C(base_url), C(api_key_file)).
     type: list
     elements: dict
     required: true
@@ -79,11 +82,26 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve_heal
 )
 
 
-def _healthy(url):
+def _status(url):
+    """The HTTP status `url` answers a GET without credentials with; None when nothing answers."""
     try:
-        return open_url(url, timeout=5, validate_certs=False).status == 200
+        return open_url(url, timeout=5, validate_certs=False).status
+    except urllib.error.HTTPError as error:
+        return error.code
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
-        return False
+        return None
+
+
+def _unguarded(endpoints):
+    """Each instance that should refuse a request without its key and does not: (name, url, status)."""
+    found = []
+    for endpoint in endpoints:
+        if endpoint.get("api_key_file"):
+            url = endpoint["base_url"].rstrip("/") + "/v1/models"
+            status = _status(url)
+            if status != 401:
+                found.append((endpoint["name"], url, status))
+    return found
 
 
 def _failure(module, endpoint, reason, lines):
@@ -108,7 +126,7 @@ def main():
     deadline = time.monotonic() + params["timeout"]
     while pending:
         for name, endpoint in list(pending.items()):
-            if _healthy(endpoint["base_url"] + "/health"):
+            if _status(endpoint["base_url"] + "/health") == 200:
                 healthy.append(name)
                 del pending[name]
                 continue
@@ -126,6 +144,11 @@ def main():
     if failures or timed_out:
         module.fail_json(msg=failure_message(failures + timed_out, params["timeout"] if timed_out and not failures
                                              else None), healthy=healthy, failures=failures + timed_out)
+    unguarded = _unguarded(params["endpoints"])
+    if unguarded:
+        module.fail_json(msg="; ".join("vllm_serve: instance %s answered %s at %s without the API key, not 401: the key "
+                                       "did not reach vLLM" % (name, status or "nothing", url)
+                                       for name, url, status in unguarded), healthy=healthy)
     module.exit_json(changed=False, healthy=healthy)
 
 

@@ -7,8 +7,9 @@ reached it (method, path, headers, how many body bytes, read as Content-Length o
 can tell whether a refused request got through. A query `?silent=S` holds the answer back S seconds (a
 generation silent before its first token), `?stream=N&gap=S` streams N chunks S seconds apart, and
 `?hold=S` keeps the request open S seconds (to count concurrent requests). GET /_stand_in/requests lists
-the records. Usage: python openai_upstream.py PORT (binds 127.0.0.1; prints "ready"). It never ships in a
-role.
+the records. Usage: python openai_upstream.py PORT [API_KEY] (binds 127.0.0.1; prints "ready"); with API_KEY,
+a request under /v1 without "Authorization: Bearer API_KEY" gets 401, as vLLM's --api-key answers it. It never
+ships in a role.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 RECORDS = []
 LOCK = threading.Lock()
+API_KEY = []
 # Bodies are counted, not kept; a body past this many bytes is counted up to here and the connection closed.
 READ_LIMIT = 80 * 1024 * 1024
 
@@ -67,6 +69,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._answer(200, RECORDS)
         if parts.path == "/health":
             return self._answer(200, {})
+        if API_KEY and parts.path.startswith("/v1") and self.headers.get("Authorization") != "Bearer " + API_KEY[0]:
+            return self._answer(401, {"error": "Unauthorized"})
         record = {"method": self.command, "path": self.path, "headers": dict(self.headers.items()),
                   "started": time.time(), "body_bytes": 0}
         with LOCK:
@@ -92,6 +96,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
+    API_KEY.extend(sys.argv[2:3])
     server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
     server.daemon_threads = True
     print("ready", flush=True)

@@ -67,3 +67,18 @@ def make_venv(root):
     pip = subprocess.run([python, "-I", "-c", "import pip; print(pip.__version__)"], capture_output=True, text=True,
                          check=True).stdout.strip()
     return python, pip
+
+
+def start_openai_stand_in(api_key=None):
+    """tests/stand_ins/openai_upstream.py on a free port of 127.0.0.1 (with `api_key`, /v1 without it answers 401);
+    returns the process (terminate it) and its base URL."""
+    import socket  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "stand_ins" / "openai_upstream.py"), str(port)]
+                               + ([api_key] if api_key else []), stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    return process, "http://127.0.0.1:%d" % port

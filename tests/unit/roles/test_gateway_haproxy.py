@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from ansible_collections.arm_inference.vllm.plugins.module_utils import host_ports, vllm_gateway
+from ansible_collections.arm_inference.vllm.plugins.modules import vllm_gateway_probe
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "roles" / "vllm_gateway" / "templates" / "haproxy.cfg.j2"
@@ -633,3 +634,21 @@ def test_a_ca_certificate_an_earlier_version_made_is_made_again_as_a_leaf(tmp_pa
     # A leaf close to its end is made again too (2 days left, 30 wanted).
     make_self_signed(tmp_path, days=2)
     assert _renewal_wanted(tmp_path)
+
+
+def test_the_role_s_probe_passes_through_the_real_gateway_and_names_a_key_that_does_not(gateway, tmp_path):
+    """vllm_gateway_probe (service.yml's one probe) against Debian's HAProxy with this test's configuration: /health,
+    the refusal without a key, and a listed key reaching the upstream; an unlisted one is named."""
+    key_file = tmp_path / "probe.key"
+    key_file.write_text(KEY + "\n")
+    params = {"base_url": "https://127.0.0.1:%d" % gateway.port, "health_route": "/health",
+              "probe_key_file": str(key_file), "upstreams": True, "retries": 3, "delay": 1}
+    result, failure = vllm_gateway_probe.probe(params)
+    assert failure is None and (result["health"], result["without_key"], result["with_probe_key"]) == (200, 401, 200)
+    key_file.write_text("not-a-listed-key-5e11\n")
+    result, failure = vllm_gateway_probe.probe(params)
+    assert result["with_probe_key"] == 401 and failure.startswith(
+        "vllm_gateway: a listed key (the role's probe key) got 401 at https://127.0.0.1:%d/v1/models" % gateway.port)
+    # Without instances behind it, only the refusal is asked (the key file is not even read).
+    result, failure = vllm_gateway_probe.probe(dict(params, upstreams=False, probe_key_file=str(tmp_path / "none")))
+    assert failure is None and (result["health"], result["without_key"], result["with_probe_key"]) == (None, 401, None)
