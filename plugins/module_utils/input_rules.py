@@ -24,6 +24,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.arm_inference.vllm.plugins.module_utils.api_keys import WEAK_KEY_FIX, WEAK_KEY_PROBLEM, weak_key
 from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import HostFactsError
 from ansible_collections.arm_inference.vllm.plugins.module_utils import input_message as _message
+from ansible_collections.arm_inference.vllm.plugins.module_utils.venv_metadata import canonical_name
 
 PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHON_FLOOR = (3, 10)  # vLLM's CPU backend needs Python 3.10 or newer.
@@ -78,7 +79,7 @@ def requirement_name(requirement):
     """The PEP 503 normalized distribution name a requirement line names, or None when it names none
     (an option such as --index-url, a URL, an empty line)."""
     match = REQUIREMENT_NAME.match(str(requirement).strip())
-    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else None
+    return canonical_name(match.group(1)) if match else None
 
 
 def _is_int(value):

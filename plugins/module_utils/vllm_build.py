@@ -21,6 +21,7 @@ from email.parser import HeaderParser
 from ansible_collections.arm_inference.vllm.plugins.module_utils import vllm_tuning
 from ansible_collections.arm_inference.vllm.plugins.module_utils.process_signals import exit_words, killed_by
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_message import input_message
+from ansible_collections.arm_inference.vllm.plugins.module_utils.venv_metadata import pyvenv_version
 from ansible_collections.arm_inference.vllm.plugins.module_utils.input_rules import PIP_PIN, requirement_name
 
 # vLLM renamed its CPU build requirements in late 2025 (requirements/cpu-build.txt ->
@@ -570,21 +571,12 @@ def venv_python_version(venv):
     """major.minor of the Python a venv runs (what decides the wheel's tag and the tree's Requires-Python), from its
     pyvenv.cfg: read, never run. The plan runs as root and the venv is the build user's; its Python (or a .pth file
     in it) would run that user's code as root."""
-    python = os.path.join(venv, "bin", "python")
-    found = None
-    if os.access(python, os.X_OK):
-        try:
-            with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8", errors="replace") as handle:
-                text = handle.read(64 * 1024)
-        except OSError:
-            text = ""
-        # venv writes "version = 3.11.2", virtualenv "version_info = 3.11.2.final.0".
-        found = re.search(r"^\s*version(?:_info)?\s*=\s*(\d+)\.(\d+)", text, re.MULTILINE)
+    found = pyvenv_version(venv) if os.access(os.path.join(venv, "bin", "python"), os.X_OK) else None
     if not found:
         raise BuildError(input_message("vllm_build_venv_path", "%s is no venv (its bin/python and the Python version "
                                        "in its pyvenv.cfg)" % venv, venv,
                                        "prepare the host with prepare.yml (python_venv) or point it at a working venv"))
-    return "%s.%s" % found.groups()
+    return found
 
 
 def compiler(name, run):

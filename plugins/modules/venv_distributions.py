@@ -58,25 +58,10 @@ versions:
 
 import glob
 import os
-import re
 from importlib import metadata
 
 from ansible.module_utils.basic import AnsibleModule
-
-
-def canonical(name):
-    """A distribution name as pip compares it (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def pyvenv_version(prefix):
-    """major.minor of the venv's Python as its pyvenv.cfg names it, or None."""
-    try:
-        with open(os.path.join(prefix, "pyvenv.cfg"), encoding="utf-8", errors="replace") as handle:
-            found = re.search(r"^\s*version(?:_info)?\s*=\s*(\d+\.\d+)", handle.read(64 * 1024), re.MULTILINE)
-    except OSError:
-        return None
-    return found.group(1) if found else None
+from ansible_collections.arm_inference.vllm.plugins.module_utils.venv_metadata import canonical_name, pyvenv_version
 
 
 def distributions(venv, names):
@@ -89,8 +74,8 @@ def distributions(venv, names):
     site = live or site
     if site:
         for dist in metadata.distributions(path=site):
-            found.setdefault(canonical(dist.metadata["Name"] or ""), dist.version)
-    versions = dict((name, found[canonical(name)]) for name in names if found.get(canonical(name)))
+            found.setdefault(canonical_name(dist.metadata["Name"] or ""), dist.version)
+    versions = dict((name, found[canonical_name(name)]) for name in names if found.get(canonical_name(name)))
     return {"prefix": prefix, "exists": os.path.isfile(os.path.join(prefix, "pyvenv.cfg")), "versions": versions}
 
 

@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright: arm_inference.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a Python venv says of itself in files, read without running anything in it (a venv is its owner's: its
+Python, and any .pth file in its site-packages, would run that owner's code): the Python version its pyvenv.cfg
+names, and distribution names as pip compares them."""
+
+from __future__ import annotations
+
+import os
+import re
+
+# venv writes "version = 3.11.2", virtualenv "version_info = 3.11.2.final.0".
+PYVENV_VERSION = re.compile(r"^\s*version(?:_info)?\s*=\s*(\d+\.\d+)", re.MULTILINE)
+
+
+def canonical_name(name):
+    """A distribution name as pip compares it (PEP 503): case, -, _ and . alike."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pyvenv_version(venv):
+    """major.minor of the venv's Python as its pyvenv.cfg names it, or None (no file, or no version in it)."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8", errors="replace") as handle:
+            found = PYVENV_VERSION.search(handle.read(64 * 1024))
+    except OSError:
+        return None
+    return found.group(1) if found else None
