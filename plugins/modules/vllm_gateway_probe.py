@@ -74,22 +74,10 @@ with_probe_key:
   type: int
 """
 
-import http.client
 import time
-import urllib.error
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
-
-
-def status(url, headers=None):
-    """The HTTP status `url` answers a GET with; None when nothing answers."""
-    try:
-        return open_url(url, headers=headers, timeout=10, validate_certs=False).status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
-        return None
+from ansible_collections.arm_inference.vllm.plugins.module_utils.http_status import status
 
 
 def probe(params, sleep=time.sleep):

@@ -65,12 +65,10 @@ failures:
   elements: dict
 """
 
-import http.client
 import time
-import urllib.error
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible_collections.arm_inference.vllm.plugins.module_utils import http_status
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve import UNIT_PREFIX
 from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve_health import (
     UNIT_PROPERTIES,
@@ -82,23 +80,13 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_serve_heal
 )
 
 
-def _status(url):
-    """The HTTP status `url` answers a GET without credentials with; None when nothing answers."""
-    try:
-        return open_url(url, timeout=5, validate_certs=False).status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
-        return None
-
-
 def _unguarded(endpoints):
     """Each instance that should refuse a request without its key and does not: (name, url, status)."""
     found = []
     for endpoint in endpoints:
         if endpoint.get("api_key_file"):
             url = endpoint["base_url"].rstrip("/") + "/v1/models"
-            status = _status(url)
+            status = http_status.status(url, timeout=5)
             if status != 401:
                 found.append((endpoint["name"], url, status))
     return found
@@ -126,7 +114,7 @@ def main():
     deadline = time.monotonic() + params["timeout"]
     while pending:
         for name, endpoint in list(pending.items()):
-            if _status(endpoint["base_url"] + "/health") == 200:
+            if http_status.status(endpoint["base_url"] + "/health", timeout=5) == 200:
                 healthy.append(name)
                 del pending[name]
                 continue
