@@ -69,15 +69,21 @@ def make_venv(root):
     return python, pip
 
 
-def start_openai_stand_in(api_key=None):
-    """tests/stand_ins/openai_upstream.py on a free port of 127.0.0.1 (with `api_key`, /v1 without it answers 401);
-    returns the process (terminate it) and its base URL."""
+def free_port():
+    """A TCP port of 127.0.0.1 nothing listens on now."""
     import socket  # pylint: disable=import-outside-toplevel
-    import subprocess  # pylint: disable=import-outside-toplevel
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def start_openai_stand_in(api_key=None, port=None):
+    """tests/stand_ins/openai_upstream.py on `port` (default a free one) of 127.0.0.1 (with `api_key`, /v1 without it
+    answers 401); returns the process (terminate it) and its base URL."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    port = port or free_port()
     process = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "stand_ins" / "openai_upstream.py"), str(port)]
                                + ([api_key] if api_key else []), stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "ready"

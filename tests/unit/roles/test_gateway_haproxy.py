@@ -19,7 +19,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,12 +30,12 @@ import jinja2
 import pytest
 import yaml
 
+from conftest import free_port, start_openai_stand_in
 from ansible_collections.arm_inference.vllm.plugins.module_utils import host_ports, vllm_gateway
 from ansible_collections.arm_inference.vllm.plugins.modules import vllm_gateway_probe
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "roles" / "vllm_gateway" / "templates" / "haproxy.cfg.j2"
-STAND_IN = ROOT / "tests" / "stand_ins" / "openai_upstream.py"
 SELF_SIGNED_TASKS = ROOT / "roles" / "vllm_gateway" / "tasks" / "self_signed.yml"
 KEY = "6c7c6b5e209c56001c0f83c2c0bd64ab"
 RATE_KEY = "f7b0626a65700b082e4f62bbbf66c766"
@@ -50,12 +49,6 @@ SETTINGS = {"address": "127.0.0.1", "metrics_address": "127.0.0.1", "metrics_all
 
 pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None and os.environ.get("CI") != "true",
                                 reason="Debian's haproxy is not installed here (make setup installs it)")
-
-
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def render(directory, settings, endpoints):
@@ -105,8 +98,8 @@ def make_self_signed(directory, days=2):
 
 
 def _settings(**changes):
-    base = dict(SETTINGS, routes=ROUTES, extra_routes=[], port=_free_port(), metrics_port=_free_port(),
-                peers_port=_free_port())
+    base = dict(SETTINGS, routes=ROUTES, extra_routes=[], port=free_port(), metrics_port=free_port(),
+                peers_port=free_port())
     return dict(base, **changes)
 
 
@@ -178,10 +171,8 @@ class Gateway:
 
     def __init__(self, directory):
         self.directory = Path(directory)
-        self.upstream_port = _free_port()
-        self.upstream = subprocess.Popen([sys.executable, str(STAND_IN), str(self.upstream_port)],
-                                         stdout=subprocess.PIPE, text=True)
-        assert self.upstream.stdout.readline().strip() == "ready"
+        self.upstream_port = free_port()
+        self.upstream, dummy = start_openai_stand_in(port=self.upstream_port)
         self.settings = _settings()
         self.endpoints = [{"name": "main", "base_url": "http://127.0.0.1:%d" % self.upstream_port, "model": "m"}]
         self.config = render(self.directory, self.settings, self.endpoints)
