@@ -100,3 +100,13 @@ def choose_library(soname, candidates, machine, reader=read_elf_header):
         else:
             return path, rejected
     return None, rejected
+
+
+def preload_problem(library, real_path, maps, stderr):
+    """Why a process started with LD_PRELOAD=`library` did not get it, from that process's /proc/self/maps and its
+    stderr; None when it mapped `real_path`. The dynamic linker only warns (and carries on) when LD_PRELOAD names an
+    unusable file, so a wrong path would silently run vLLM without the library."""
+    if "cannot be preloaded" not in stderr and any(line.rstrip().endswith(" " + real_path) for line in maps.splitlines()):
+        return None
+    return "a process started with LD_PRELOAD=%s did not map %s: %s" % (
+        library, real_path, " ".join(stderr.split()) or "the library is not in its memory map")

@@ -30,6 +30,12 @@ options:
     description: Fail when no suitable library is found. With V(false), RV(path) is null instead.
     type: bool
     default: true
+  prove_preload:
+    description:
+      - Start a process (C(cat /proc/self/maps)) with the library found in C(LD_PRELOAD) and fail unless that process
+        mapped it. The dynamic linker only warns when C(LD_PRELOAD) names an unusable file and carries on without it.
+    type: bool
+    default: false
 author:
   - Arm Inference maintainers (@arm-inference)
 notes:
@@ -74,6 +80,7 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.shared_library 
     choose_library,
     normalize_machine,
     parse_ldconfig_cache,
+    preload_problem,
 )
 
 
@@ -109,6 +116,7 @@ def main():
             name=dict(type="str", required=True),
             packages=dict(type="list", elements="str", default=[]),
             required=dict(type="bool", default=True),
+            prove_preload=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -128,7 +136,14 @@ def main():
                 machine=machine,
             )
         module.exit_json(changed=False, path=None, machine=machine, rejected=rejected)
-    module.exit_json(changed=False, path=path, real_path=os.path.realpath(path), machine=machine, rejected=rejected)
+    real_path = os.path.realpath(path)
+    if module.params["prove_preload"]:
+        dummy, maps, stderr = module.run_command([module.get_bin_path("cat", required=True), "/proc/self/maps"],
+                                                 environ_update={"LD_PRELOAD": path, "LANG": "C", "LC_ALL": "C"})
+        problem = preload_problem(path, real_path, maps, stderr)
+        if problem:
+            module.fail_json(msg=problem, path=path, real_path=real_path, machine=machine)
+    module.exit_json(changed=False, path=path, real_path=real_path, machine=machine, rejected=rejected)
 
 
 if __name__ == "__main__":

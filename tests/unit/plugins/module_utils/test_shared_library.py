@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
 
 import pytest
 
@@ -10,6 +11,7 @@ from ansible_collections.arm_inference.vllm.plugins.module_utils.shared_library 
     choose_library,
     normalize_machine,
     parse_ldconfig_cache,
+    preload_problem,
     read_elf_header,
 )
 
@@ -101,3 +103,30 @@ def test_choose_returns_none_when_only_foreign_or_executables(elf_files):
 
 def test_choose_with_no_candidates():
     assert choose_library("lib.so", [], "aarch64") == (None, {})
+
+
+def _preloaded(library):
+    """What a real process started with LD_PRELOAD=library maps, and what the dynamic linker says, as the module asks."""
+    ran = subprocess.run(["cat", "/proc/self/maps"], env=dict(os.environ, LD_PRELOAD=library, LANG="C", LC_ALL="C"),
+                         capture_output=True, text=True, check=True)
+    return ran.stdout, ran.stderr
+
+
+def test_a_real_library_preloaded_is_mapped():
+    found = [path for soname, dummy_flags, path in parse_ldconfig_cache(os.popen("ldconfig -p").read()) if soname == "libz.so.1"]
+    path, rejected = choose_library("libz.so.1", found, normalize_machine(os.uname().machine))
+    assert path is not None, rejected
+    maps, stderr = _preloaded(path)
+    assert preload_problem(path, os.path.realpath(path), maps, stderr) is None
+
+
+def test_a_file_that_is_no_library_is_not_preloaded_and_says_why(tmp_path):
+    """The dynamic linker warns and runs the process anyway: only the memory map tells."""
+    bogus = tmp_path / "libtcmalloc_minimal.so.4"
+    bogus.write_text("not an ELF file\n")
+    maps, stderr = _preloaded(str(bogus))
+    problem = preload_problem(str(bogus), str(bogus), maps, stderr)
+    assert problem.startswith("a process started with LD_PRELOAD=%s did not map %s: " % (bogus, bogus))
+    assert "cannot be preloaded" in problem and "\n" not in problem
+    # A library mapped under another name (a stale link) is not the one asked for.
+    assert preload_problem("/x/lib.so", "/x/lib.so.1.2", "7f00-7f01 r--p 0 08:01 1 /x/lib.so.1.2.3\n", "") is not None
