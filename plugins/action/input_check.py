@@ -74,6 +74,14 @@ def package_vars(role, platform_key, values, templar):
     return written, {key: rendered(value) for key, value in written.items()}
 
 
+# The preflight role's per-run key for the checks' fingerprints (roles/preflight/tasks/main.yml): a set_fact made
+# with no_log, so never shown and never kept in a fact cache for another run.
+RUN_KEY = "__preflight_run_key"
+# Where the checks of a run keep what they checked (input_rules.checked_record): keyed fingerprints, so a record
+# that a fact cache brings from an earlier run matches nothing.
+RECORD_FACT = "arm_inference_checked"
+
+
 def _trusted(default):
     return trust_as_template(default) if isinstance(default, str) and "{{" in default else default
 
@@ -110,7 +118,17 @@ class ActionModule(ActionBase):
         variables, errors = input_rules.check_specs(specs, self._templar.template(values))
         if errors:
             return self._fail(result, errors)
-        host = self._host(args["roles"], variables, platform, task_vars)
+        record = task_vars["ansible_facts"].get(RECORD_FACT) or {}
+        if args["context"] != "preflight" and input_rules.checked_before(record, self._fingerprints(
+                args["roles"], specs, variables, task_vars["ansible_facts"].get("arm_inference_host"), task_vars)):
+            # What this check would ask the host was asked by the checks before it in this run, with these values.
+            packages = record.get("packages_to_install") or {}
+            if any(role in packages for role in args["roles"]):
+                result["packages_to_install"] = dict((role, packages[role]) for role in args["roles"] if role in packages)
+            result["msg"] = "%s: every rule of %s holds (checked earlier in this run with these values)" % (
+                args["context"], ", ".join(args["roles"]))
+            return result
+        host = self._host(args["roles"], variables, platform, task_vars, args["context"])
         if host["facts"] is not None:
             # Later roles of the run read these instead of asking the host again.
             result["ansible_facts"] = {"arm_inference_host": host["facts"]}
@@ -135,9 +153,21 @@ class ActionModule(ActionBase):
                 return self._fail(result, errors)
             result["model_sources"] = reached
         result["msg"] = "%s: every rule of %s holds" % (args["context"], ", ".join(args["roles"]))
+        fingerprints = self._fingerprints(args["roles"], specs, variables, host["facts"], task_vars)
+        if fingerprints:
+            result.setdefault("ansible_facts", {})[RECORD_FACT] = input_rules.checked_record(
+                record, args["context"], fingerprints, result.get("packages_to_install"))
         return result
 
-    def _host(self, roles, variables, platform, task_vars):
+    @staticmethod
+    def _fingerprints(roles, specs, variables, facts, task_vars):
+        """{role: fingerprint} of this check; {} outside a run whose preflight made the key, or without facts."""
+        if not task_vars.get(RUN_KEY) or facts is None:
+            return {}
+        return dict((role, input_rules.check_fingerprint(task_vars[RUN_KEY], role, variables, specs[role], facts))
+                    for role in roles)
+
+    def _host(self, roles, variables, platform, task_vars, context):
         """What the rules need to know about the host and what its OS provides."""
         if platform is None:
             return {"facts": None}
@@ -150,10 +180,12 @@ class ActionModule(ActionBase):
             "rustup_packaged": bool(build_deps.get("_build_deps_rustup_packages")),
         }
         host_facts = task_vars["ansible_facts"].get("arm_inference_host")
-        # One module run reads the CPUs, memory and the disk under the build root.
+        # One module run reads the CPUs, memory and the disk under the build root. The preflight play reads them in
+        # every run (a fact cache may hold an earlier run's, from before a resize); the roles' own checks and plans
+        # later in the run reuse what it read.
         disk = [variables["vllm_build_root"]] if "vllm_build" in roles and str(
             variables["vllm_build_root"]).startswith("/") else []
-        if disk or (host_facts is None and {"vllm_build", "vllm_serve"} & set(roles)):
+        if disk or ((host_facts is None or context == "preflight") and {"vllm_build", "vllm_serve"} & set(roles)):
             answer = self._module("arm_inference.vllm.host_facts", {"free_space_paths": disk}, task_vars)
             if answer.get("failed"):
                 raise AnsibleActionFail("host_facts: could not read the host's CPUs and memory: %s"

@@ -15,7 +15,10 @@ generated from it (tests/unit/input_rules_doc.py, make golden), so the table and
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
+import json
 import os
 import re
 
@@ -46,6 +49,11 @@ TIME_SPAN = re.compile(r"^[0-9]+ ?(us|ms|s|sec|min|h|d|w)?$")
 SYSTEM_DIRECTORIES = ("/", "/usr", "/opt", "/var", "/home", "/etc", "/root", "/tmp")
 # Roles that install or configure something on the host: they need a supported OS.
 PLATFORM_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve", "vllm_gateway")
+# Roles whose check reads nothing the run changes before they run, but the OS packages of the roles before them:
+# once the preflight play checked one in this run, with the same values of its variables and the same host facts,
+# its own check would find what preflight found. vllm_serve's check reads the models vllm_model places in the run,
+# so it holds from vllm_serve's own check on; the others (load, rollout, autotune) always check again.
+RUN_STABLE_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_gateway")
 GIB = 1024 ** 3
 # How a value is shown is input_message's, shared with the older rule modules.
 SHOWN_LENGTH = _message.SHOWN_LENGTH
@@ -238,6 +246,42 @@ PACKAGE_ROLES = {
 }
 # A plain package name (Debian's or RPM's), optionally with an architecture: never an option.
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._~-]*(:[a-z0-9]+)?$")
+
+
+def check_fingerprint(run_key, role, variables, names, facts):
+    """What one check of `role` saw, keyed with the run's own random key (the preflight role's, never shown): the
+    values of its variables `names` after templating and the host's facts. The values include secrets; only a keyed
+    digest of them leaves the check, so the fingerprint a -v run prints tells nothing of them."""
+    facts = dict(facts or {})
+    # The memory a host has available changes by the second, and vllm_model reads the facts again to weigh models.
+    facts["memory"] = dict((key, value) for key, value in (facts.get("memory") or {}).items() if key != "available_mib")
+    payload = json.dumps({"role": role, "variables": dict((name, variables.get(name)) for name in sorted(names)),
+                          "facts": facts}, sort_keys=True, default=repr)
+    return hmac.new(run_key.encode("utf-8"), payload.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def checked_before(record, fingerprints):
+    """Whether the checks earlier in this run hold for a role's own check of the roles in `fingerprints` ({role: its
+    fingerprint now}), so that the host need not be asked again. `record` is what they kept (checked_record): the
+    preflight play checked every role of the run together (the rules across roles), with the same values and facts
+    when the fingerprints match; a role outside RUN_STABLE_ROLES must also have been checked since its host state
+    settled, by its own check later in the run, with these values."""
+    preflight, own = record.get("preflight") or {}, record.get("roles") or {}
+    return bool(fingerprints) and all(
+        hmac.compare_digest(str(preflight.get(role, "")), fingerprint)
+        and (role in RUN_STABLE_ROLES or hmac.compare_digest(str(own.get(role, "")), fingerprint))
+        for role, fingerprint in fingerprints.items())
+
+
+def checked_record(record, context, fingerprints, packages_to_install):
+    """The record of the run's checks after one that held: the preflight play starts it (and its answer of the OS
+    packages still to install, which a role's own check then gives instead of asking again), a role's own check
+    adds its roles."""
+    if context == "preflight":
+        return {"preflight": fingerprints, "roles": {}, "packages_to_install": packages_to_install or {}}
+    record = dict(record or {})
+    record["roles"] = dict(record.get("roles") or {}, **fingerprints)
+    return record
 
 
 def installing_roles(roles, variables):
