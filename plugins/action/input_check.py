@@ -5,13 +5,14 @@
 
 For each role named: the OS and architecture, each variable against the role's argument spec
 (types, choices, elements; one line per problem instead of Ansible's spec dump), then the role's
-rules in module_utils/input_rules.py with the host's facts. Reads the host (host_facts, the free
-disk under the build root when vllm_build is checked, the listening sockets, bindable addresses and the
-open files a service can get when vllm_serve or vllm_gateway is (host_ports), whether vllm_serve generated a key earlier (only for a
-non-loopback bind that nothing else would authenticate), and whether its package manager can install
-the OS packages of build_deps, tcmalloc, python_venv and an enabled vllm_gateway); the one thing it
-may write is apt's package lists, refreshed when the roles would refresh them before installing
-(package_candidates). Last, when vllm_model is checked and every rule holds, it asks the host whether it can place
+rules in module_utils/input_rules.py with the host's facts. Reads the host in one module run (host_survey): the
+CPUs and memory (host_facts' answer), the free disk under the build root when vllm_build is checked, the listening
+sockets, bindable addresses and the open files a service can get when vllm_serve or vllm_gateway is (host_ports'),
+the local models' files (vllm_model_info's), whether vllm_serve generated a key earlier (only for a non-loopback bind
+that nothing else would authenticate), and whether its package manager can install the OS packages of build_deps,
+tcmalloc, python_venv and an enabled vllm_gateway (package_candidates'); the one thing it may write is apt's package
+lists, refreshed when the roles would refresh them before installing.
+Last, when vllm_model is checked and every rule holds, it asks the host whether it can place
 each declared model (vllm_model_fetch action reach, read-only: the source must answer and the revision fit), so an
 unreachable hub, bucket or origin stops the run before any host changes.
 """
@@ -168,7 +169,7 @@ class ActionModule(ActionBase):
                     for role in roles)
 
     def _host(self, roles, variables, platform, task_vars, context):
-        """What the rules need to know about the host and what its OS provides."""
+        """What the rules need to know about the host and what its OS provides, asked in one host_survey run."""
         if platform is None:
             return {"facts": None}
         build_deps = os_vars("build_deps", platform["key"])
@@ -178,55 +179,60 @@ class ActionModule(ActionBase):
             "default_python": platform["default_python"],
             "compiler_version": build_deps.get("_build_deps_compiler_version"),
             "rustup_packaged": bool(build_deps.get("_build_deps_rustup_packages")),
+            "facts": task_vars["ansible_facts"].get("arm_inference_host"),
         }
-        host_facts = task_vars["ansible_facts"].get("arm_inference_host")
-        # One module run reads the CPUs, memory and the disk under the build root. The preflight play reads them in
-        # every run (a fact cache may hold an earlier run's, from before a resize); the roles' own checks and plans
-        # later in the run reuse what it read.
+        survey = {}
+        # The CPUs, memory and the disk under the build root. The preflight play reads them in every run (a fact
+        # cache may hold an earlier run's, from before a resize); the roles' own checks and plans later in the run
+        # reuse what it read.
         disk = [variables["vllm_build_root"]] if "vllm_build" in roles and str(
             variables["vllm_build_root"]).startswith("/") else []
-        if disk or ((host_facts is None or context == "preflight") and {"vllm_build", "vllm_serve"} & set(roles)):
-            answer = self._module("arm_inference.vllm.host_facts", {"free_space_paths": disk}, task_vars)
-            if answer.get("failed"):
-                raise AnsibleActionFail("host_facts: could not read the host's CPUs and memory: %s"
-                                        % " ".join(str(answer.get("msg", "")).split()))
-            host_facts = answer["ansible_facts"]["arm_inference_host"]
-            host["build_root_free_bytes"] = answer.get("free_bytes", {}).get(disk[0]) if disk else None
-        host["facts"] = host_facts
+        if disk or ((host["facts"] is None or context == "preflight") and {"vllm_build", "vllm_serve"} & set(roles)):
+            survey.update(facts=True, free_space_paths=disk)
         if "vllm_model" in roles:  # vllm_model_mirror_writer names one of them
             host["inventory_hosts"] = list(task_vars.get("groups", {}).get("all", []))
-        if "vllm_serve" in roles and host_facts is not None:
-            host.update(self._models(roles, variables, host, task_vars))
-            host.update(self._serve_api_key(variables, task_vars))
+        serve = {}
+        if "vllm_serve" in roles and (host["facts"] is not None or survey.get("facts")):
+            serve = self._models(roles, variables, task_vars)
+            serve.update(self._serve_api_key(variables, task_vars))
+            if serve["model_paths"]:
+                survey["model_paths"] = serve["model_paths"]
+            if serve["generated_api_key_path"]:
+                survey["exists"] = [serve["generated_api_key_path"]]
         if {"vllm_serve", "vllm_gateway"} & set(roles):
-            host["ports"] = self._ports(variables, task_vars)
-        if input_rules.installing_roles(roles, variables):
-            host["packages"] = self._packages(roles, variables, host, task_vars)
+            survey.update(ports=True, addresses=input_rules.bind_addresses(variables))
+        packages = self._packages(roles, variables, host) if input_rules.installing_roles(roles, variables) else None
+        if packages:
+            survey.update(packages=packages["names"], cache_valid_time=packages["lists"][2])
+        answer = self._module("arm_inference.vllm.host_survey", survey, task_vars) if survey else {}
+        if answer.get("failed"):
+            raise AnsibleActionFail(" ".join(str(answer.get("msg", "")).split()))
+        if "facts" in answer:
+            host["facts"] = answer["facts"]
+            host["build_root_free_bytes"] = answer["free_bytes"].get(disk[0]) if disk else None
+        if serve:
+            host.update((key, serve[key]) for key in ("declared_models", "placed_models", "pending_models",
+                                                      "gateway_enabled"))
+            if "model_info" in answer:
+                host["model_info"] = answer["model_info"]
+            host["generated_api_key_exists"] = bool((answer.get("exists") or {}).get(serve["generated_api_key_path"]))
+        if "ports" in answer:
+            host["ports"] = answer["ports"]
+        if packages:
+            host["packages"] = {"requests": packages["requests"], "answer": answer["packages"],
+                                "lists": packages["lists"]}
         return host
 
-    def _packages(self, roles, variables, host, task_vars):
-        """One package_candidates run for every OS package the roles would install: which of them
-        are installed, and whether the host's package sources have the others."""
+    def _packages(self, roles, variables, host):
+        """Every OS package the roles would install, for the survey's one answer: which of them are installed, and
+        whether the host's package sources have the others."""
         requests = {}
         for role in input_rules.installing_roles(roles, variables):
             written, rendered = package_vars(role, host["platform_key"],
                                              input_rules.template_values(role, variables, host), self._templar)
             requests[role] = input_rules.role_packages(role, variables, host, written, rendered)
-        lists = input_rules.package_lists_refresh(list(requests), variables)
-        names = list(dict.fromkeys(name for pairs in requests.values() for name, dummy in pairs))
-        answer = self._module("arm_inference.vllm.package_candidates",
-                              {"names": names, "cache_valid_time": lists[2]}, task_vars)
-        return {"requests": requests, "answer": answer, "lists": lists}
-
-    def _ports(self, variables, task_vars):
-        """The host's lowest unprivileged port, its listeners, whether the addresses the roles would
-        bind are its own, and the most open files a service can get there (module host_ports)."""
-        answer = self._module("arm_inference.vllm.host_ports",
-                              {"addresses": input_rules.bind_addresses(variables)}, task_vars)
-        if answer.get("failed"):
-            raise AnsibleActionFail("host_ports: could not read the host's listening sockets: %s"
-                                    % " ".join(str(answer.get("msg", "")).split()))
-        return {key: answer.get(key) for key in ("unprivileged_port_start", "listening", "addresses", "service_open_files")}
+        return {"requests": requests, "lists": input_rules.package_lists_refresh(list(requests), variables),
+                "names": list(dict.fromkeys(name for pairs in requests.values() for name, dummy in pairs))}
 
     def _contract(self, role, task_vars):
         """A role's contract: the fact it published earlier in the run, else its inventory values and defaults."""
@@ -283,19 +289,17 @@ class ActionModule(ActionBase):
 
     def _serve_api_key(self, variables, task_vars):
         """What vllm_serve's key plan reads besides the variables, as its plan.yml reads it: whether the gateway is on
-        (vllm_gateway's contract), and, only where that alone can authenticate a non-loopback bind, whether the
-        host holds a key vllm_serve generated before."""
+        (vllm_gateway's contract), and, only where that alone can authenticate a non-loopback bind, the key file
+        vllm_serve generated on an earlier run, whose existence the survey asks."""
         contract = self._contract("vllm_gateway", task_vars)
-        answer = {"gateway_enabled": bool(contract["enabled"]), "generated_api_key_exists": False}
+        answer = {"gateway_enabled": bool(contract["enabled"]), "generated_api_key_path": None}
         if input_rules.generated_key_matters(variables, answer["gateway_enabled"]):
-            path = owner_vars("vllm_serve")["_vllm_serve_generated_key_path"]
-            stat = self._module("ansible.builtin.stat", {"path": path, "get_checksum": False}, task_vars)
-            answer["generated_api_key_exists"] = bool((stat.get("stat") or {}).get("exists"))
+            answer["generated_api_key_path"] = owner_vars("vllm_serve")["_vllm_serve_generated_key_path"]
         return answer
 
-    def _models(self, roles, variables, host, task_vars):
-        """vllm_model's declarations and placements, and the files of the local models the instances
-        serve (read by the vllm_model_info module: sizes, config.json, safetensors headers)."""
+    def _models(self, roles, variables, task_vars):
+        """vllm_model's declarations and placements, and the directories of the local models the instances serve, whose
+        files the survey reads (vllm_model_info's answer: sizes, config.json, safetensors headers)."""
         declared = variables.get("vllm_model_models")
         if declared is None:
             declared = self._templar.template(task_vars.get("vllm_model_models", []))
@@ -305,12 +309,10 @@ class ActionModule(ActionBase):
                   # Placed later in this run, by the vllm_model role the preflight checks with them.
                   "pending_models": [name for name in names if name not in placed] if "vllm_model" in roles else []}
         try:
-            paths = vllm_serve.model_paths(variables.get("vllm_serve_instances"), input_rules.serve_settings(
+            models["model_paths"] = vllm_serve.model_paths(variables.get("vllm_serve_instances"), input_rules.serve_settings(
                 variables, **input_rules.models_settings(variables, models)))
         except vllm_serve.ServeError:
-            paths = []  # the rule says what is wrong with the model names
-        if paths:
-            models["model_info"] = self._module("arm_inference.vllm.vllm_model_info", {"paths": paths}, task_vars)
+            models["model_paths"] = []  # the rule says what is wrong with the model names
         return models
 
     @staticmethod

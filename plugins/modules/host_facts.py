@@ -148,20 +148,10 @@ ansible_facts:
           elements: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import (
-    HostFactsError,
-    build_host_facts,
-    free_bytes,
-    read_snapshot,
-)
-from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_tuning import (
-    TuningError,
-    build_class,
-    max_jobs,
-)
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_facts import HostFactsError
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_survey import host_facts
+from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_tuning import TuningError
 
 
 def main():
@@ -171,19 +161,12 @@ def main():
         supports_check_mode=True,
     )
     try:
-        affinity = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        affinity = None
-    try:
-        facts = build_host_facts(read_snapshot(affinity=affinity))
-        facts["build_class"] = build_class(facts)
-        facts["build_max_jobs"] = max_jobs(facts, module.params["build_gib_per_job"], per_job_variable="build_gib_per_job")
+        answer = host_facts(module.params["build_gib_per_job"], module.params["free_space_paths"])
     except (HostFactsError, TuningError) as error:
         module.fail_json(msg=str(error))
-    for warning in facts["warnings"]:
+    for warning in answer["facts"]["warnings"]:
         module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"arm_inference_host": facts},
-                     free_bytes={path: free_bytes(path) for path in module.params["free_space_paths"]})
+    module.exit_json(changed=False, ansible_facts={"arm_inference_host": answer["facts"]}, free_bytes=answer["free_bytes"])
 
 
 if __name__ == "__main__":

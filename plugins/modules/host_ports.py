@@ -64,79 +64,14 @@ service_open_files:
   sample: 1048576
 """
 
-import ipaddress
-import os
-import socket
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.arm_inference.vllm.plugins.module_utils.host_ports import (
-    DEFAULT_UNPRIVILEGED_PORT_START,
-    parse_proc_net_tcp,
-    service_of,
-    service_open_files,
-)
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return ""
-
-
-def _holders(inodes):
-    """{socket inode: (pid, process name, systemd service)} for the processes we may look into."""
-    found = {}
-    for pid in (name for name in os.listdir("/proc") if name.isdigit()):
-        try:
-            links = os.listdir("/proc/%s/fd" % pid)
-        except OSError:
-            continue
-        for link in links:
-            try:
-                target = os.readlink("/proc/%s/fd/%s" % (pid, link))
-            except OSError:
-                continue
-            if target.startswith("socket:[") and int(target[8:-1]) in inodes and int(target[8:-1]) not in found:
-                found[int(target[8:-1])] = (int(pid), _read("/proc/%s/comm" % pid).strip(),
-                                            service_of(_read("/proc/%s/cgroup" % pid)))
-    return found
-
-
-def _unusable(address):
-    family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.bind((address, 0))
-        return ""
-    except OSError as error:
-        return error.strerror or str(error)
-    finally:
-        sock.close()
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_survey import ports
 
 
 def main():
     module = AnsibleModule(argument_spec={"addresses": {"type": "list", "elements": "str", "default": []}},
                            supports_check_mode=True)
-    start = _read("/proc/sys/net/ipv4/ip_unprivileged_port_start").strip()
-    listening = parse_proc_net_tcp(_read("/proc/net/tcp")) + parse_proc_net_tcp(_read("/proc/net/tcp6"))
-    holders = _holders({entry["inode"] for entry in listening})
-    for entry in listening:
-        pid, process, unit = holders.get(entry.pop("inode"), (None, "", ""))
-        entry.update(pid=pid, process=process, unit=unit)
-    addresses = {}
-    for address in module.params["addresses"]:
-        try:
-            problem = _unusable(address)
-        except ValueError:
-            continue
-        if problem:
-            addresses[address] = problem
-    module.exit_json(changed=False, listening=listening, addresses=addresses,
-                     unprivileged_port_start=int(start) if start.isdigit() else DEFAULT_UNPRIVILEGED_PORT_START,
-                     service_open_files=service_open_files(_read("/proc/1/limits"), _read("/proc/1/status"),
-                                                           _read("/proc/sys/fs/nr_open")))
+    module.exit_json(changed=False, **ports(module.params["addresses"]))
 
 
 if __name__ == "__main__":

@@ -96,81 +96,8 @@ manager:
   sample: apt
 """
 
-import fcntl
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.arm_inference.vllm.plugins.module_utils.package_candidates import (
-    apt_lists_age,
-    not_installed,
-    parse_apt_policy,
-    parse_dpkg_installed,
-    parse_rpm_query,
-    summarize,
-)
-
-
-APT_LISTS = "/var/lib/apt/lists"
-RPM_FORMAT = "%{name}\t%{evr}\n"
-
-
-def _lock_apt_lists(exclusive):
-    """A lock on apt's lists directory among this module's runs on the host (released when the
-    descriptor closes); None when there is no such directory."""
-    try:
-        descriptor = os.open(APT_LISTS, os.O_RDONLY)
-    except OSError:
-        return None
-    fcntl.flock(descriptor, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-    return descriptor
-
-
-def _refresh_apt(module, valid_time):
-    if valid_time <= 0:
-        return False
-    # Decided under the lock: a run that waited for another's refresh finds the lists fresh.
-    age = apt_lists_age(APT_LISTS, time.time())
-    if age is not None and age < valid_time:
-        return False
-    apt_get = module.get_bin_path("apt-get", required=True)
-    rc, dummy_out, err = module.run_command([apt_get, "update", "-q"], environ_update={"LANG": "C", "LC_ALL": "C"})
-    if rc != 0:
-        module.fail_json(msg="apt-get update failed: %s" % err.strip(), rc=rc)
-    return True
-
-
-def _installed_dpkg(module, names):
-    dpkg_query = module.get_bin_path("dpkg-query", required=True)
-    # dpkg-query exits 1 when a name is unknown to dpkg; its stdout still lists the known ones.
-    dummy_rc, out, dummy_err = module.run_command(
-        [dpkg_query, "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"] + names,
-        environ_update={"LANG": "C", "LC_ALL": "C"},
-    )
-    return parse_dpkg_installed(out)
-
-
-def _installed_rpm(module, names):
-    rpm = module.get_bin_path("rpm", required=True)
-    # rpm -q exits non-zero when any name is not installed; its stdout still lists the installed ones.
-    dummy_rc, out, dummy_err = module.run_command([rpm, "-q", "--queryformat", RPM_FORMAT] + names)
-    return parse_rpm_query("\n".join(line for line in out.splitlines() if "\t" in line))
-
-
-def _candidates_apt(module, names):
-    apt_cache = module.get_bin_path("apt-cache", required=True)
-    rc, out, err = module.run_command([apt_cache, "policy"] + names, environ_update={"LANG": "C", "LC_ALL": "C"})
-    if rc != 0:
-        module.fail_json(msg="apt-cache policy failed: %s" % err.strip(), rc=rc)
-    return {name: info["candidate"] for name, info in parse_apt_policy(out).items()}
-
-
-def _candidates_dnf(module, names):
-    dnf = module.get_bin_path("dnf", required=True)
-    rc, out, err = module.run_command([dnf, "-q", "repoquery", "--latest-limit=1", "--queryformat", RPM_FORMAT] + names)
-    if rc != 0:
-        module.fail_json(msg="dnf repoquery failed: %s" % err.strip(), rc=rc)
-    return parse_rpm_query(out)
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_survey import PackageQueryError, packages
 
 
 def main():
@@ -182,35 +109,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    names = [name for name in module.params["names"] if name]
-    manager = module.params["manager"]
-    if manager == "auto":
-        manager = "apt" if module.get_bin_path("apt-cache") else "dnf"
-    if not names:
-        module.exit_json(changed=False, packages={}, missing=[], manager=manager, cache_updated=False)
-    # The local package database answers for what is installed; the repositories (slow to ask,
-    # and a list refresh slower still) are only consulted for the rest, so a re-run asks nothing.
-    installed = (_installed_dpkg if manager == "apt" else _installed_rpm)(module, names)
-    pending = not_installed(names, installed)
-    cache_updated = False
-    candidates = {}
-    answer = {}
-    if pending and manager == "apt":
-        lock = _lock_apt_lists(exclusive=module.params["cache_valid_time"] > 0)
-        try:
-            cache_updated = _refresh_apt(module, module.params["cache_valid_time"])
-            if lock is not None:
-                fcntl.flock(lock, fcntl.LOCK_SH)  # the queries of other runs go on beside this one
-            candidates = _candidates_apt(module, pending)
-            answer["lists_age"] = apt_lists_age(APT_LISTS, time.time())
-        finally:
-            if lock is not None:
-                os.close(lock)
-    elif pending:
-        candidates = _candidates_dnf(module, pending)
-    packages, missing = summarize(names, candidates, installed)
-    module.exit_json(changed=False, packages=packages, missing=missing, manager=manager, cache_updated=cache_updated,
-                     **answer)
+    try:
+        answer = packages(module, module.params["names"], module.params["manager"], module.params["cache_valid_time"])
+    except PackageQueryError as error:
+        module.fail_json(msg=str(error))
+    module.exit_json(changed=False, **answer)
 
 
 if __name__ == "__main__":

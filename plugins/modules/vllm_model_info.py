@@ -60,25 +60,13 @@ errors:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.arm_inference.vllm.plugins.module_utils.vllm_model_info import (
-    ModelInfoError,
-    read_model_dir,
-)
+from ansible_collections.arm_inference.vllm.plugins.module_utils.host_survey import model_info
 
 
 def main():
     module = AnsibleModule(argument_spec={"paths": {"type": "list", "elements": "path", "required": True}},
                            supports_check_mode=True)
-    models, errors = {}, {}
-    for path in module.params["paths"]:
-        if not path.startswith("/"):
-            errors[path] = "%s is not an absolute path." % path
-            continue
-        try:
-            models[path] = read_model_dir(path)
-        except (ModelInfoError, OSError) as error:
-            errors[path] = str(error)
-    module.exit_json(changed=False, models=models, errors=errors)
+    module.exit_json(changed=False, **model_info(module.params["paths"]))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ credentials) never appear in a message.
 The OS packages build_deps, tcmalloc, python_venv and vllm_gateway would install (their `vars/<os>.yml`,
 the Python version, the Rust option, `build_deps_extra_packages`, the tcmalloc variant; the gateway's
 only when `vllm_gateway_enabled`) are asked of each host's
-package manager, once per host, by the module `arm_inference.vllm.package_candidates`: installed
+package manager, once per host and check, as the module `arm_inference.vllm.package_candidates` asks it (in the
+check's one `host_survey` run): installed
 (dpkg or rpm), or installable from the host's package sources (`apt-cache policy`, `dnf repoquery`).
 apt can only answer from the package lists the host has, so when they are older than the shortest
 `*_apt_cache_valid_time` of the roles checked (3600 s by default), or missing, as on a fresh container
