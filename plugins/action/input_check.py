@@ -170,24 +170,27 @@ class ActionModule(ActionBase):
 
     def _host(self, roles, variables, platform, task_vars, context):
         """What the rules need to know about the host and what its OS provides, asked in one host_survey run."""
-        if platform is None:
+        host = {"facts": task_vars["ansible_facts"].get("arm_inference_host")}
+        if platform is not None:
+            build_deps = os_vars("build_deps", platform["key"])
+            host.update({
+                "platform_key": platform["key"],
+                "architecture": task_vars["ansible_facts"].get("architecture"),
+                "default_python": platform["default_python"],
+                "compiler_version": build_deps.get("_build_deps_compiler_version"),
+                "rustup_packaged": bool(build_deps.get("_build_deps_rustup_packages")),
+            })
+        elif "vllm_model" not in roles:
+            # The load, rollout and autotune roles only talk to what the others made.
             return {"facts": None}
-        build_deps = os_vars("build_deps", platform["key"])
-        host = {
-            "platform_key": platform["key"],
-            "architecture": task_vars["ansible_facts"].get("architecture"),
-            "default_python": platform["default_python"],
-            "compiler_version": build_deps.get("_build_deps_compiler_version"),
-            "rustup_packaged": bool(build_deps.get("_build_deps_rustup_packages")),
-            "facts": task_vars["ansible_facts"].get("arm_inference_host"),
-        }
         survey = {}
-        # The CPUs, memory and the disk under the build root. The preflight play reads them in every run (a fact
-        # cache may hold an earlier run's, from before a resize); the roles' own checks and plans later in the run
-        # reuse what it read.
+        # The CPUs, memory and the disk under the build root; vllm_model's sources are asked whether each model fits
+        # them. The preflight play reads them in every run (a fact cache may hold an earlier run's, from before a
+        # resize); the roles' own checks and plans later in the run reuse what it read.
         disk = [variables["vllm_build_root"]] if "vllm_build" in roles and str(
             variables["vllm_build_root"]).startswith("/") else []
-        if disk or ((host["facts"] is None or context == "preflight") and {"vllm_build", "vllm_serve"} & set(roles)):
+        if disk or ((host["facts"] is None or context == "preflight")
+                    and {"vllm_build", "vllm_serve", "vllm_model"} & set(roles)):
             survey.update(facts=True, free_space_paths=disk)
         if "vllm_model" in roles:  # vllm_model_mirror_writer names one of them
             host["inventory_hosts"] = list(task_vars.get("groups", {}).get("all", []))

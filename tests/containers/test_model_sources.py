@@ -479,15 +479,16 @@ def test_fleet_fetches_once_through_the_mirror(host, hub, tmp_path):
     print("fleet of three: %s" % json.dumps(report))
     (REPO_ROOT / "build").mkdir(exist_ok=True)
     (REPO_ROOT / "build" / "model-fleet-bytes.json").write_text(json.dumps(report, indent=1) + "\n")
-    # Once through the mirror: the hub served one copy (and the seeder's read of its small files and of each
-    # safetensors file's length and header, on which vllm_serve's rules ran before the weights), the controller
-    # uploaded one and sent the hosts none.
+    # Once through the mirror: the hub served one copy of the weights, the controller uploaded one and sent the hosts
+    # none. Besides, the small files and each safetensors file's length and header, on which vllm_serve's rules run
+    # before any weight: read by the preflight's question to each of the three hosts (can it place the model?) and
+    # by the seeder's placing.
     fleet_model = hub.root / "org" / "fleet" / FLEET_COMMIT
     small = sum((fleet_model / name).stat().st_size for name in ("config.json", "model.safetensors.index.json")
                 if (fleet_model / name).exists())
     headers = sum(8 + 8 + int.from_bytes(path.read_bytes()[:8], "little")
                   for path in fleet_model.glob("*.safetensors"))
-    assert report["once_through_the_mirror"]["hub_bytes"] == model_bytes(fleet_model) + small + headers
+    assert report["once_through_the_mirror"]["hub_bytes"] == model_bytes(fleet_model) + (len(FLEET) + 1) * (small + headers)
     assert report["once_through_the_mirror"]["controller_upload_bytes"] == size
     assert report["once_through_the_mirror"]["controller_bytes"] < size
 
