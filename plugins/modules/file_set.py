@@ -50,7 +50,9 @@ options:
         type: raw
         required: true
   files:
-    description: Files written in order, each with exactly one of O(files[].content) and O(files[].secret_content).
+    description:
+      - Files written in order, each with exactly one of O(files[].content), O(files[].secret_content) and
+        O(files[].secret_from_host).
     type: list
     elements: dict
     default: []
@@ -67,6 +69,14 @@ options:
           - What the file holds when it is a secret (a key, a key map); never shown, in no diff or result, and a
             failed O(files[].validate) reports only its exit code.
         type: str
+      secret_from_host:
+        description:
+          - Files of the host the file is made of, in order, each with the whitespace around it removed and followed by
+            a newline (a certificate and its key in one PEM). They are read on the host, so their content never
+            leaves it; it is shown nowhere, as O(files[].secret_content). Each must be a regular file (a link to one
+            is followed).
+        type: list
+        elements: path
       owner:
         description: Owner of the file.
         type: str
@@ -135,6 +145,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 
 OCTAL_MODE = re.compile(r"^0?[0-7]{3,4}$")
+CONTENT_KEYS = ("content", "secret_content", "secret_from_host")
 
 
 def octal_mode(mode):
@@ -159,8 +170,8 @@ def problems(directories, files, absent=()):
                 found.append("%s: path must be absolute" % where)
             if octal_mode(entry["mode"]) is None:
                 found.append("%s: mode must be an octal string such as \"0644\" (got %s)" % (where, entry["mode"]))
-            if kind == "files" and (entry["content"] is None) == (entry["secret_content"] is None):
-                found.append("%s: give exactly one of content and secret_content" % where)
+            if kind == "files" and [entry[key] is not None for key in CONTENT_KEYS].count(True) != 1:
+                found.append("%s: give exactly one of content, secret_content and secret_from_host" % where)
             if kind == "files" and entry["validate"] and "%s" not in entry["validate"]:
                 found.append("%s: validate must contain %%s, the new file's path (got %s)" % (where, entry["validate"]))
     return found
@@ -177,8 +188,19 @@ def normalized(params):
 
 
 def wanted_bytes(entry):
-    text = entry["content"] if entry["content"] is not None else entry["secret_content"]
-    return text.encode("utf-8")
+    """The file's content; raises OSError naming a file of O(files[].secret_from_host) that is missing or not a
+    regular file (a FIFO would hold the read forever)."""
+    if entry["secret_from_host"] is None:
+        text = entry["content"] if entry["content"] is not None else entry["secret_content"]
+        return text.encode("utf-8")
+    parts = []
+    for source in entry["secret_from_host"]:
+        handle = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(handle, "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                raise OSError("%s is not a regular file" % source)
+            parts.append(stream.read().strip() + b"\n")
+    return b"".join(parts)
 
 
 def current_bytes(path):
@@ -286,7 +308,7 @@ def replace_file(module, entry, data):
             rc, out, err = module.run_command(entry["validate"] % temporary)
             if rc != 0:
                 # A secret's validator may print what it read: its exit code alone.
-                said = "" if entry["secret_content"] is not None else ": " + (err or out).strip()[-2000:]
+                said = "" if entry["content"] is None else ": " + (err or out).strip()[-2000:]
                 module.fail_json(msg="file_set: %s was left as it was: its new content failed `%s` (exit %d)%s"
                                  % (path, entry["validate"], rc, said))
         os.replace(temporary, path)
@@ -298,7 +320,10 @@ def replace_file(module, entry, data):
 def write_file(module, entry, diffs):
     """Writes the file when its content differs, then its attributes; returns whether anything changed."""
     path = entry["path"]
-    data = wanted_bytes(entry)
+    try:
+        data = wanted_bytes(entry)
+    except OSError as error:
+        module.fail_json(msg="file_set: %s: secret_from_host: %s" % (path, error))
     try:
         before = current_bytes(path)
     except IsADirectoryError:
@@ -335,7 +360,8 @@ def main():
             "directories": {"type": "list", "elements": "dict", "default": [], "options": dict(entry_common)},
             "files": {"type": "list", "elements": "dict", "default": [], "options": dict(
                 entry_common, content={"type": "str"}, secret_content={"type": "str", "no_log": True},
-                validate={"type": "str"})},
+                # Paths, not secrets: what they hold is read on the host and never returned.
+                secret_from_host={"type": "list", "elements": "path", "no_log": False}, validate={"type": "str"})},
             "absent": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,

@@ -349,7 +349,7 @@ def test_the_gateway_makes_its_probe_key_root_only_once_and_shows_it_nowhere(hos
     """vllm_gateway (Debian's HAProxy) in front of alpha, which serves with the key vllm_serve generated above: the
     probe key is a 0600 root file from its creation (whatever the umask; `openssl rand -out` gave 0644 under root's
     022), its whole chain answers (the role's own check with the probe key), a re-run changes nothing and keeps the
-    key, and no output shows it."""
+    key, and no output shows it; nor the key of a pair on the host, joined into HAProxy's PEM there."""
     gateway = dict(SERVE, vllm_serve_api_key="", vllm_serve_instances=[ALPHA], vllm_gateway_enabled=True,
                    vllm_gateway_api_keys=[{"name": "ops", "key": "7c41f0d9a2b85e36c1d4f9087ab2e5c3"}],
                    # HAProxy asks for about two descriptors per connection: within the container's nofile (4096).
@@ -376,6 +376,22 @@ def test_the_gateway_makes_its_probe_key_root_only_once_and_shows_it_nowhere(hos
     for secret in (key, "7c41f0d9a2b85e36c1d4f9087ab2e5c3", "d93e0b7a61c24f58a0e7b3c9d1f6a2e8", digest):
         assert secret not in shown
     assert "%s ops" % digest in host.exec("cat /etc/haproxy/vllm-gateway/clients.map").stdout
+
+    # The operator's pair on the host (vllm_gateway_tls_source: host) is joined into HAProxy's PEM there: the key
+    # is in no output (-v), the gateway's own probes pass through it, and a re-run changes nothing.
+    made = host.exec("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 40 -subj /CN=gw "
+                     "-addext subjectAltName=IP:127.0.0.1 -keyout /root/gw.key -out /root/gw.crt")
+    assert made.returncode == 0, made.stderr
+    own = dict(rotated, vllm_gateway_tls_source="host", vllm_gateway_tls_certificate="/root/gw.crt",
+               vllm_gateway_tls_key="/root/gw.key")
+    result = host.playbook(tmp_path, "arm_inference.vllm.vllm_gateway", own, options=("-v",))
+    shown = result.stdout + result.stderr
+    assert result.returncode == 0, shown[-3000:]
+    pair = [host.exec("cat /root/gw.%s" % kind).stdout.strip() for kind in ("crt", "key")]
+    assert host.exec("cat /etc/haproxy/vllm-gateway/gateway.pem").stdout == "%s\n%s\n" % tuple(pair)
+    assert pair[1].splitlines()[1] not in shown
+    result, rerun = _run(host, tmp_path, "arm_inference.vllm.vllm_gateway", own)
+    assert result.returncode == 0 and "changed=0" in rerun, rerun[-3000:]
 
 
 CLASS_PLAY = """

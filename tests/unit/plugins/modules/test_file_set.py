@@ -119,12 +119,40 @@ def test_a_symbolic_link_is_replaced_by_a_file_and_its_target_is_untouched(capsy
     assert not link.is_symlink() and target.read_text() == "keep\n"
 
 
+def test_a_file_made_of_host_files_never_shows_them(capsys, tmp_path):
+    """A certificate and its key joined into one PEM on the host: the key is in no result and no diff; a re-run
+    changes nothing; a missing part or a FIFO (whose read would never end) fails naming it, writing nothing."""
+    certificate, key, pem = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "gateway.pem"
+    certificate.write_text("-----BEGIN CERTIFICATE-----\nCERT\n-----END CERTIFICATE-----\n\n")
+    key.write_text("  -----BEGIN PRIVATE KEY-----\nKEY-SECRET\n-----END PRIVATE KEY-----")
+    (tmp_path / "live").symlink_to(key)
+    wanted = [entry(pem, mode="0600", secret_from_host=[str(certificate), str(tmp_path / "live")])]
+    with patch_module_args({"files": wanted, "_ansible_diff": True}):
+        with pytest.raises(SystemExit):
+            file_set.main()
+    first = capsys.readouterr().out
+    assert json.loads(first)["changed_paths"] == [str(pem)] and "KEY-SECRET" not in first and "diff" not in json.loads(first)
+    assert pem.read_text() == ("-----BEGIN CERTIFICATE-----\nCERT\n-----END CERTIFICATE-----\n"
+                               "-----BEGIN PRIVATE KEY-----\nKEY-SECRET\n-----END PRIVATE KEY-----\n")
+    assert stat.S_IMODE(pem.stat().st_mode) == 0o600
+    assert not run_module(capsys, files=wanted)["changed"]
+    os.mkfifo(tmp_path / "fifo")
+    for part, why in ((tmp_path / "absent", "No such file or directory"), (tmp_path / "fifo", "is not a regular file")):
+        result = run_module(capsys, files=[entry(tmp_path / "new.pem", mode="0600", secret_from_host=[str(part)])])
+        assert result["failed"] and result["msg"].startswith("file_set: %s: secret_from_host: " % (tmp_path / "new.pem"))
+        assert why in result["msg"] and str(part) in result["msg"]
+        assert not (tmp_path / "new.pem").exists()
+
+
 @pytest.mark.parametrize("files, directories, wanted", [
     ([{"path": "relative", "mode": "0644", "content": ""}], [], "files[0] (relative): path must be absolute"),
     ([{"path": "/x", "mode": "644x", "content": ""}], [], "files[0] (/x): mode must be an octal string"),
-    ([{"path": "/x", "mode": "0644"}], [], "files[0] (/x): give exactly one of content and secret_content"),
+    ([{"path": "/x", "mode": "0644"}], [], "files[0] (/x): give exactly one of content, secret_content and "
+     "secret_from_host"),
     ([{"path": "/x", "mode": "0644", "content": "a", "secret_content": "b"}], [],
-     "files[0] (/x): give exactly one of content and secret_content"),
+     "files[0] (/x): give exactly one of content, secret_content and secret_from_host"),
+    ([{"path": "/x", "mode": "0644", "secret_content": "not-shown-1", "secret_from_host": ["/k"]}], [],
+     "files[0] (/x): give exactly one of content, secret_content and secret_from_host"),
     ([], [{"path": "/d", "mode": "rwx"}], "directories[0] (/d): mode must be an octal string"),
     ([{"path": "/x", "mode": "0644", "content": "", "validate": "haproxy -c"}], [],
      "files[0] (/x): validate must contain %s"),
