@@ -78,8 +78,8 @@ def package_vars(role, platform_key, values, templar):
 # The preflight role's per-run key for the checks' fingerprints (roles/preflight/tasks/main.yml): a set_fact made
 # with no_log, so never shown and never kept in a fact cache for another run.
 RUN_KEY = "__preflight_run_key"
-# Where the checks of a run keep what they checked (input_rules.checked_record): keyed fingerprints, so a record
-# that a fact cache brings from an earlier run matches nothing.
+# Where the preflight play keeps what it checked for the roles' own checks (input_rules.checked_record): keyed
+# fingerprints, so a record that a fact cache brings from an earlier run matches nothing.
 RECORD_FACT = "arm_inference_checked"
 
 
@@ -154,15 +154,17 @@ class ActionModule(ActionBase):
                 return self._fail(result, errors)
             result["model_sources"] = reached
         result["msg"] = "%s: every rule of %s holds" % (args["context"], ", ".join(args["roles"]))
-        fingerprints = self._fingerprints(args["roles"], specs, variables, host["facts"], task_vars)
-        if fingerprints:
-            result.setdefault("ansible_facts", {})[RECORD_FACT] = input_rules.checked_record(
-                record, args["context"], fingerprints, result.get("packages_to_install"))
+        if args["context"] == "preflight":
+            fingerprints = self._fingerprints(args["roles"], specs, variables, host["facts"], task_vars)
+            if fingerprints:
+                result.setdefault("ansible_facts", {})[RECORD_FACT] = input_rules.checked_record(
+                    fingerprints, result.get("packages_to_install"))
         return result
 
     @staticmethod
     def _fingerprints(roles, specs, variables, facts, task_vars):
-        """{role: fingerprint} of this check; {} outside a run whose preflight made the key, or without facts."""
+        """{role: fingerprint (None where the values cannot be ordered)} of this check; {} outside a run whose
+        preflight made the key, or without facts."""
         if not task_vars.get(RUN_KEY) or facts is None:
             return {}
         return dict((role, input_rules.check_fingerprint(task_vars[RUN_KEY], role, variables, specs[role], facts))
@@ -185,11 +187,12 @@ class ActionModule(ActionBase):
             return {"facts": None}
         survey = {}
         # The CPUs, memory and the disk under the build root; vllm_model's sources are asked whether each model fits
-        # them. The preflight play reads them in every run (a fact cache may hold an earlier run's, from before a
-        # resize); the roles' own checks and plans later in the run reuse what it read.
+        # them. The preflight play reads them in every run, and a role's own check in a run without it (a fact cache
+        # may hold an earlier run's, from before a resize); the roles' checks and plans after a preflight of the same
+        # run reuse what it read.
         disk = [variables["vllm_build_root"]] if "vllm_build" in roles and str(
             variables["vllm_build_root"]).startswith("/") else []
-        if disk or ((host["facts"] is None or context == "preflight")
+        if disk or ((host["facts"] is None or context == "preflight" or not task_vars.get(RUN_KEY))
                     and {"vllm_build", "vllm_serve", "vllm_model"} & set(roles)):
             survey.update(facts=True, free_space_paths=disk)
         if "vllm_model" in roles:  # vllm_model_mirror_writer names one of them

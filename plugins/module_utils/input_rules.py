@@ -49,11 +49,15 @@ TIME_SPAN = re.compile(r"^[0-9]+ ?(us|ms|s|sec|min|h|d|w)?$")
 SYSTEM_DIRECTORIES = ("/", "/usr", "/opt", "/var", "/home", "/etc", "/root", "/tmp")
 # Roles that install or configure something on the host: they need a supported OS.
 PLATFORM_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve", "vllm_gateway")
-# Roles whose check reads nothing the run changes before they run, but the OS packages of the roles before them:
-# once the preflight play checked one in this run, with the same values of its variables and the same host facts,
-# its own check would find what preflight found. vllm_serve's check reads the models vllm_model places in the run,
-# so it holds from vllm_serve's own check on; the others (load, rollout, autotune) always check again.
-RUN_STABLE_ROLES = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_gateway")
+# Roles whose own check asks the host only what the preflight play asked it moments before: whether their OS packages
+# are installed or installable. Once the preflight of the same run checked one with the same values and host facts,
+# its own check would find what preflight found, but the packages the roles before it install (their answer lists
+# them still to install; installing an installed package changes nothing). vllm_build's check measures the disk the
+# run fills before it (pip, models, the batches of a serial run), vllm_serve's reads the models placed in the run,
+# vllm_gateway's the listeners vllm_serve starts: those always check again.
+RUN_STABLE_ROLES = ("build_deps", "tcmalloc", "python_venv")
+# Host facts that change from one reading to the next: the memory available now, and the build jobs it allows.
+VOLATILE_FACTS = {"memory": ("available_mib",), "build_max_jobs": None}
 GIB = 1024 ** 3
 # How a value is shown is input_message's, shared with the older rule modules.
 SHOWN_LENGTH = _message.SHOWN_LENGTH
@@ -250,38 +254,40 @@ PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._~-]*(:[a-z0-9]+)?$")
 
 def check_fingerprint(run_key, role, variables, names, facts):
     """What one check of `role` saw, keyed with the run's own random key (the preflight role's, never shown): the
-    values of its variables `names` after templating and the host's facts. The values include secrets; only a keyed
-    digest of them leaves the check, so the fingerprint a -v run prints tells nothing of them."""
+    values of its variables `names` after templating and the host's facts but VOLATILE_FACTS. The values include
+    secrets; only a keyed digest of them leaves the check, so the fingerprint a -v run prints tells nothing of them.
+    None for values JSON cannot order (a mapping with keys of mixed types): that check is never reused."""
     facts = dict(facts or {})
-    # The memory a host has available changes by the second, and vllm_model reads the facts again to weigh models.
-    facts["memory"] = dict((key, value) for key, value in (facts.get("memory") or {}).items() if key != "available_mib")
-    payload = json.dumps({"role": role, "variables": dict((name, variables.get(name)) for name in sorted(names)),
-                          "facts": facts}, sort_keys=True, default=repr)
+    for key, parts in VOLATILE_FACTS.items():
+        if parts is None:
+            facts.pop(key, None)
+        elif isinstance(facts.get(key), dict):
+            facts[key] = dict((name, value) for name, value in facts[key].items() if name not in parts)
+    try:
+        payload = json.dumps({"role": role, "variables": dict((name, variables.get(name)) for name in sorted(names)),
+                              "facts": facts}, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return None
     return hmac.new(run_key.encode("utf-8"), payload.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def checked_before(record, fingerprints):
-    """Whether the checks earlier in this run hold for a role's own check of the roles in `fingerprints` ({role: its
-    fingerprint now}), so that the host need not be asked again. `record` is what they kept (checked_record): the
-    preflight play checked every role of the run together (the rules across roles), with the same values and facts
-    when the fingerprints match; a role outside RUN_STABLE_ROLES must also have been checked since its host state
-    settled, by its own check later in the run, with these values."""
-    preflight, own = record.get("preflight") or {}, record.get("roles") or {}
+    """Whether the preflight play of this run checked every role of a role's own check (`fingerprints`: {role: its
+    fingerprint now}) with the same values and facts, and each of them is in RUN_STABLE_ROLES, so that the host need
+    not be asked again. `record` is what preflight kept (checked_record)."""
+    preflight = record.get("preflight") or {}
     return bool(fingerprints) and all(
-        hmac.compare_digest(str(preflight.get(role, "")), fingerprint)
-        and (role in RUN_STABLE_ROLES or hmac.compare_digest(str(own.get(role, "")), fingerprint))
+        role in RUN_STABLE_ROLES and fingerprint is not None
+        and hmac.compare_digest(str(preflight.get(role, "")), fingerprint)
         for role, fingerprint in fingerprints.items())
 
 
-def checked_record(record, context, fingerprints, packages_to_install):
-    """The record of the run's checks after one that held: the preflight play starts it (and its answer of the OS
-    packages still to install, which a role's own check then gives instead of asking again), a role's own check
-    adds its roles."""
-    if context == "preflight":
-        return {"preflight": fingerprints, "roles": {}, "packages_to_install": packages_to_install or {}}
-    record = dict(record or {})
-    record["roles"] = dict(record.get("roles") or {}, **fingerprints)
-    return record
+def checked_record(fingerprints, packages_to_install):
+    """What the preflight play keeps of its check for the roles' own checks later in the run: the fingerprints of the
+    roles in RUN_STABLE_ROLES and its answer of the OS packages still to install, which a reused check gives."""
+    return {"preflight": dict((role, fingerprint) for role, fingerprint in fingerprints.items()
+                              if role in RUN_STABLE_ROLES and fingerprint is not None),
+            "packages_to_install": packages_to_install or {}}
 
 
 def installing_roles(roles, variables):

@@ -30,9 +30,9 @@ HEADER = """# Input rules
 
 The `preflight` play of every public playbook checks each host, before any host changes, against
 the rules below (the action `arm_inference.vllm.input_check`); each role checks its own again when it
-starts. Where the preflight play of the same run checked a role with the same values and host facts, and nothing
-the run does before that role can change what it read (`RUN_STABLE_ROLES`: not the models vllm_serve serves),
-the role's check says so instead of asking the host again. Types, choices and list elements come from the roles' argument specs
+starts. Where the preflight play of the same run checked a role with the same values and host facts, and that
+role's check asks the host nothing but its OS packages (`RUN_STABLE_ROLES`: build_deps, tcmalloc, python_venv),
+the role's check reuses preflight's answer instead of asking the host again. Types, choices and list elements come from the roles' argument specs
 ([variables.md](variables.md)); every other rule lives once, in
 `plugins/module_utils/input_rules.py`. A problem is one line:
 `<variable>: <what is wrong> (got <value>); <what to do>`. Secrets (the API key, `no_log` options, URL

@@ -1,7 +1,7 @@
-"""What lets a role's own check reuse the checks before it in the same run (input_rules.check_fingerprint,
-checked_before, checked_record; used by the input_check action): a fingerprint changes with any value or host fact a
-rule reads, never shows a secret, and means nothing under another run's key; only the roles whose host state the run
-does not change are taken on preflight's word alone."""
+"""What lets a role's own check reuse the preflight play's of the same run (input_rules.check_fingerprint,
+checked_before, checked_record; used by the input_check action): a fingerprint changes with any value or steady host
+fact, never shows a secret, and means nothing under another run's key; only the roles whose check asks the host
+nothing but its packages are taken on preflight's word."""
 
 from __future__ import annotations
 
@@ -39,9 +39,10 @@ def test_the_same_values_and_facts_give_the_same_fingerprint_and_any_change_anot
     assert fingerprint(variables={"build_deps_cmake_min_version": "3.99"}) == fingerprint()
 
 
-def test_available_memory_which_changes_by_the_second_is_left_out():
+def test_what_changes_from_one_reading_to_the_next_is_left_out():
     later = facts()
     later["memory"]["available_mib"] = (later["memory"]["available_mib"] or 0) + 512
+    later["build_max_jobs"] = later.get("build_max_jobs", 1) + 1
     assert fingerprint(host=later) == fingerprint()
     resized = facts()
     resized["memory"]["total_mib"] += 1024
@@ -54,32 +55,38 @@ def test_a_fingerprint_shows_nothing_of_a_secret():
     assert printed != fingerprint(role="vllm_serve", variables={"vllm_serve_api_key": SECRET + "x"})
 
 
-def test_preflight_alone_vouches_for_the_roles_whose_host_state_the_run_does_not_change():
-    now = {role: fingerprint(role) for role in ("build_deps", "vllm_build", "vllm_serve", "vllm_gateway")}
-    record = input_rules.checked_record({"roles": {"vllm_serve": "from an earlier run"}}, "preflight", now,
-                                        {"build_deps": ["g++"]})
-    assert record == {"preflight": now, "roles": {}, "packages_to_install": {"build_deps": ["g++"]}}
-    assert input_rules.checked_before(record, {"build_deps": now["build_deps"]})
-    assert input_rules.checked_before(record, {"vllm_build": now["vllm_build"]})
-    # vllm_serve's models are placed later in the run: its own check must run once they are.
-    assert not input_rules.checked_before(record, {"vllm_serve": now["vllm_serve"]})
-    assert not input_rules.checked_before(record, {"vllm_serve": now["vllm_serve"], "vllm_gateway": now["vllm_gateway"]})
-    after_serve = input_rules.checked_record(record, "vllm_serve", {"vllm_serve": now["vllm_serve"]}, None)
-    assert after_serve["packages_to_install"] == {"build_deps": ["g++"]}
-    assert input_rules.checked_before(after_serve, {"vllm_serve": now["vllm_serve"], "vllm_gateway": now["vllm_gateway"]})
+def test_values_json_cannot_order_give_no_fingerprint_and_no_reuse():
+    mixed = {"vllm_serve_environment": {1: "a", "B": "b"}}
+    assert fingerprint(role="vllm_serve", variables=mixed) is None
+    now = {"python_venv": input_rules.check_fingerprint(KEY, "python_venv", {"python_venv_path": {1: 2, "x": 3}},
+                                                        ["python_venv_path"], facts())}
+    assert now == {"python_venv": None}
+    assert input_rules.checked_record(now, None) == {"preflight": {}, "packages_to_install": {}}
+    assert not input_rules.checked_before({"preflight": {"python_venv": "None"}}, now)
 
 
-def test_other_values_an_unchecked_role_or_no_record_check_in_full():
-    now = {"vllm_build": fingerprint("vllm_build")}
-    record = input_rules.checked_record({}, "preflight", now, None)
-    assert not input_rules.checked_before(record, {"vllm_build": fingerprint("vllm_build", {"vllm_build_max_jobs": 3})})
-    assert not input_rules.checked_before(record, {"tcmalloc": fingerprint("tcmalloc")})
-    assert not input_rules.checked_before({}, now)
+def test_preflight_vouches_only_for_the_roles_whose_check_asks_the_host_nothing_but_packages():
+    roles = ("build_deps", "tcmalloc", "python_venv", "vllm_build", "vllm_serve", "vllm_gateway")
+    now = dict((role, fingerprint(role)) for role in roles)
+    record = input_rules.checked_record(now, {"build_deps": ["g++"]})
+    assert record == {"preflight": dict((role, now[role]) for role in ("build_deps", "tcmalloc", "python_venv")),
+                      "packages_to_install": {"build_deps": ["g++"]}}
+    for role in ("build_deps", "tcmalloc", "python_venv"):
+        assert input_rules.checked_before(record, {role: now[role]})
+    # The disk the run fills before the build, the models it places, the listeners vllm_serve starts: asked again.
+    for role in ("vllm_build", "vllm_serve", "vllm_gateway"):
+        assert not input_rules.checked_before(record, {role: now[role]})
+        assert not input_rules.checked_before({"preflight": now}, {role: now[role]})
+    assert not input_rules.checked_before(record, {"tcmalloc": now["tcmalloc"], "vllm_serve": now["vllm_serve"]})
+
+
+def test_other_values_another_run_or_no_record_check_in_full():
+    record = input_rules.checked_record({"tcmalloc": fingerprint("tcmalloc")}, None)
+    assert not input_rules.checked_before(record, {"tcmalloc": fingerprint("tcmalloc", {"tcmalloc_variant": "full"})})
+    assert not input_rules.checked_before(record, {"tcmalloc": fingerprint("tcmalloc", key="k" * 42 + "j")})
+    assert not input_rules.checked_before(record, {"build_deps": fingerprint("build_deps")})
+    assert not input_rules.checked_before({}, {"tcmalloc": fingerprint("tcmalloc")})
     assert not input_rules.checked_before(record, {})
-    # Preflight's values, then another value by the time vllm_serve checks itself: the pair is not vouched for.
-    serve = input_rules.checked_record(record, "vllm_serve", {"vllm_serve": fingerprint("vllm_serve")}, None)
-    changed = fingerprint("vllm_serve", {"vllm_serve_tcmalloc_path": "/usr/lib/libtcmalloc_minimal.so.4"})
-    assert not input_rules.checked_before(serve, {"vllm_serve": changed})
 
 
 def test_the_preflight_role_makes_the_key_the_action_reads_and_never_shows_it():
