@@ -119,6 +119,15 @@ APT_LISTS = "/var/lib/apt/lists"
 RPM_FORMAT = "%{name}\t%{evr}\n"
 
 
+def _tool(module, name):
+    """The package manager's program `name`; raises PackageQueryError when the host has none (a microdnf-only image),
+    so that the answer says so instead of failing the survey."""
+    path = module.get_bin_path(name)
+    if not path:
+        raise PackageQueryError("%s is not on this host" % name)
+    return path
+
+
 def _lock_apt_lists(exclusive):
     """A lock on apt's lists directory among this module's runs on the host (released when the
     descriptor closes); None when there is no such directory."""
@@ -137,7 +146,7 @@ def _refresh_apt(module, valid_time):
     age = apt_lists_age(APT_LISTS, time.time())
     if age is not None and age < valid_time:
         return False
-    apt_get = module.get_bin_path("apt-get", required=True)
+    apt_get = _tool(module, "apt-get")
     rc, dummy_out, err = module.run_command([apt_get, "update", "-q"], environ_update={"LANG": "C", "LC_ALL": "C"})
     if rc != 0:
         raise PackageQueryError("apt-get update failed: %s" % err.strip())
@@ -145,7 +154,7 @@ def _refresh_apt(module, valid_time):
 
 
 def _installed_dpkg(module, names):
-    dpkg_query = module.get_bin_path("dpkg-query", required=True)
+    dpkg_query = _tool(module, "dpkg-query")
     # dpkg-query exits 1 when a name is unknown to dpkg; its stdout still lists the known ones.
     dummy_rc, out, dummy_err = module.run_command(
         [dpkg_query, "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"] + names,
@@ -155,14 +164,14 @@ def _installed_dpkg(module, names):
 
 
 def _installed_rpm(module, names):
-    rpm = module.get_bin_path("rpm", required=True)
+    rpm = _tool(module, "rpm")
     # rpm -q exits non-zero when any name is not installed; its stdout still lists the installed ones.
     dummy_rc, out, dummy_err = module.run_command([rpm, "-q", "--queryformat", RPM_FORMAT] + names)
     return parse_rpm_query("\n".join(line for line in out.splitlines() if "\t" in line))
 
 
 def _candidates_apt(module, names):
-    apt_cache = module.get_bin_path("apt-cache", required=True)
+    apt_cache = _tool(module, "apt-cache")
     rc, out, err = module.run_command([apt_cache, "policy"] + names, environ_update={"LANG": "C", "LC_ALL": "C"})
     if rc != 0:
         raise PackageQueryError("apt-cache policy failed: %s" % err.strip())
@@ -170,7 +179,7 @@ def _candidates_apt(module, names):
 
 
 def _candidates_dnf(module, names):
-    dnf = module.get_bin_path("dnf", required=True)
+    dnf = _tool(module, "dnf")
     rc, out, err = module.run_command([dnf, "-q", "repoquery", "--latest-limit=1", "--queryformat", RPM_FORMAT] + names)
     if rc != 0:
         raise PackageQueryError("dnf repoquery failed: %s" % err.strip())
