@@ -22,9 +22,10 @@ def canonical_name(name):
 
 def pyvenv_version(venv):
     """major.minor of the venv's Python as its pyvenv.cfg names it, or None (no file, no version in it, or not a
-    regular file: the venv's owner could make it a FIFO, on which a root reader would wait forever)."""
+    regular file: the venv's owner could make it a link to another file, which is not followed, or a FIFO, on which
+    a root reader would wait forever)."""
     try:
-        descriptor = os.open(os.path.join(venv, "pyvenv.cfg"), os.O_RDONLY | os.O_NONBLOCK)
+        descriptor = os.open(os.path.join(venv, "pyvenv.cfg"), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return None
     with os.fdopen(descriptor, "rb") as handle:

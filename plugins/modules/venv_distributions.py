@@ -78,7 +78,7 @@ def distributions(venv, names):
     python_version = pyvenv_version(prefix) or ""
     live = [path for path in site if os.path.basename(os.path.dirname(path)) == "python%s" % python_version]
     site = live or site
-    if site:
+    if site and names:  # no name asked, no metadata file opened (the owner's files, which could be FIFOs)
         for dist in metadata.distributions(path=site):
             found.setdefault(canonical_name(dist.metadata["Name"] or ""), dist.version)
     versions = dict((name, found[canonical_name(name)]) for name in names if found.get(canonical_name(name)))

@@ -75,16 +75,19 @@ def test_the_python_its_pyvenv_cfg_names_is_the_one_asked(venv, tmp_path):
 
 def test_the_owners_pyvenv_cfg_names_a_version_or_nothing(tmp_path):
     """pyvenv.cfg is the venv owner's to replace: a FIFO would hold a root reader forever, and a link to another file
-    of the host gives no version (nothing of that file is returned)."""
+    of the host is not followed, even to one that names a version; with no names asked, no metadata file is opened."""
     fifo = tmp_path / "fifo"
     fifo.mkdir()
     os.mkfifo(fifo / "pyvenv.cfg")
     assert venv_distributions.distributions(str(fifo), ["vllm"])["python_version"] == ""
     linked = tmp_path / "linked"
     linked.mkdir()
-    (tmp_path / "secret").write_text("root:$y$j9T$notaversion:19000:0:99999:7:::\n")
-    (linked / "pyvenv.cfg").symlink_to(tmp_path / "secret")
+    (tmp_path / "elsewhere.cfg").write_text("home = /usr/bin\nversion = 3.11.2\n")
+    (linked / "pyvenv.cfg").symlink_to(tmp_path / "elsewhere.cfg")
     assert venv_distributions.distributions(str(linked), ["vllm"])["python_version"] == ""
-    (tmp_path / "plain").mkdir()
-    (tmp_path / "plain" / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.3.final.0\n")
-    assert venv_distributions.distributions(str(tmp_path / "plain"), [])["python_version"] == "3.12"
+    plain = tmp_path / "plain"
+    (plain / "lib" / "python3.12" / "site-packages" / "x-1.0.dist-info" / "METADATA").mkdir(parents=True)
+    (plain / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.3.final.0\n")
+    # METADATA is a directory here: opening it would fail; asking no name never does.
+    assert venv_distributions.distributions(str(plain), []) == {
+        "prefix": str(plain), "exists": True, "python_version": "3.12", "versions": {}}
